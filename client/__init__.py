@@ -1,0 +1,1 @@
+"""Flower ClientApp and the local trainer."""

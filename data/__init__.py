@@ -1,0 +1,1 @@
+"""Fingerprint sources: synthetic generator, real-dataset loaders, client partitions, verification pairs."""

@@ -1,0 +1,1 @@
+"""Loaders for real fingerprint databases; all yield :class:`data.record.FingerprintRecord`."""

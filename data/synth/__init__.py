@@ -1,0 +1,1 @@
+"""SFinGe-style synthetic fingerprint generator (Cappelli, Maio, Maltoni)."""

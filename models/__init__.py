@@ -1,0 +1,1 @@
+"""Siamese encoder, contrastive loss and verification metrics."""

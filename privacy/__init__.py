@@ -1,0 +1,1 @@
+"""FP-DFSN, minutiae extraction, DP publication mechanisms, privacy ledger and attacks."""

@@ -1,0 +1,1 @@
+"""Flower ServerApp, AFFR strategy, checkpoints and reports."""
