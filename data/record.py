@@ -16,7 +16,7 @@ def empty_minutiae() -> np.ndarray:
     return np.zeros((0, 4), dtype=np.float64)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare by content explicitly
 class GroundTruth:
     """What the synthetic generator knows about an impression (absent for real data).
 
@@ -54,7 +54,7 @@ class GroundTruth:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds an image: compare by .key, not ==
 class FingerprintRecord:
     """One fingerprint impression.
 
@@ -67,7 +67,8 @@ class FingerprintRecord:
     image : ndarray of uint8, shape (H, W)
         Grayscale image as stored; loaders never resize (preprocessing is explicit and recorded elsewhere).
     domain : str
-        Domain / database tag, e.g. ``"socofing"``, ``"casia"``, ``"nist_sd10"``, ``"fvc2004_db1"``, ``"synth:casia"``.
+        Domain / database tag, e.g. ``"socofing"``, ``"casia_v5"``, ``"nist_sd4"``, ``"fvc2004_db1"``,
+        ``"synth:casia"``.
     source : str or None
         Path of the file it was read from, or None for in-memory synthetic records.
     alteration : str or None

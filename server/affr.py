@@ -1,0 +1,460 @@
+"""AFFR aggregation: FedAvg with generalization-adjusted client weights (seed 003, Alg. 1, Eqs. 5-7).
+
+Every round each client receives the global model θ_g^t, measures its generalization gap G_i on its
+validation split (Eq. 5), trains locally and returns θ_i together with G_i (MetricRecord key ``gap_key``).
+The server moves the aggregation weights α towards the clients with the larger gap and aggregates
+θ_g^{t+1} = Σ_i α_i θ_i.
+
+Weight rule. The paper's printed Eq. 7 is mis-parenthesised: it divides the previous weight α_i^{t-1} by
+max_j(G_j − μ) as well. We implement the rule of the method Eq. 7 cites (FedDG-GA, Zhang et al., CVPR 2023)::
+
+    α_i ← α_i + d_t · (G_i − μ) / max_j |G_j − μ|,   μ = mean_j G_j,   d_t = (1 − t/T) · d
+
+then clip each α_i to [0, 1] and renormalise to sum 1. Orientation of the gap: this rule *raises* the
+weight of a client with a *larger* G_i, which is what Sec. 3.2 intends ("a larger generalization gap
+indicates ... the global model generalizes less effectively on client i"). The client must therefore report
+a gap that grows when the global model does worse on its data (FedDG-GA uses loss(global) − loss(local); for
+accuracy it flips the sign). The strategy consumes the reported value as is.
+
+This module depends on Flower and numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from logging import INFO, WARNING
+from typing import Any
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.common.logger import log
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import FedAvg
+
+from server.reply_checks import check_reply
+
+#: Gaps whose spread max_j |G_j − μ| is at most this are treated as equal. Gaps live in [−1, 1]; the mean of
+#: equal floats can differ from them by ~1e-17, and dividing by that spread would blow the update up.
+GAP_SPREAD_TOL = 1e-12
+
+#: Tolerance on Σ α = 1 for the weights passed to `update_weights`.
+ALPHA_SUM_TOL = 1e-6
+
+STATE_FORMAT = "affr-state/1"
+
+
+def step_size(t: int, T: int, d: float) -> float:
+    """Linearly decaying step d_t = (1 − t/T) · d of the weight update (Sec. 3.2, below Eq. 7).
+
+    Convention: ``t`` is the current round, 1-based (Flower's ``server_round``), ``T`` the total number of
+    rounds. The first round therefore uses (1 − 1/T)·d and the last round uses 0 (the last aggregation
+    keeps the weights of round T−1). Alg. 1 loops t = 0..T−1; its index is ``t − 1`` here. Round 1 has gaps
+    of 0 anyway (no previous local model), so the first update that moves the weights is round 2 with
+    (1 − 2/T)·d.
+
+    Parameters
+    ----------
+    t : int
+        Current round, 1 <= t <= T.
+    T : int
+        Total number of rounds, >= 1.
+    d : float
+        Base step size, finite and >= 0 (paper default 0.8, Table 7).
+
+    Returns
+    -------
+    float
+        The step d_t >= 0.
+    """
+    if not isinstance(T, int | np.integer) or T < 1:
+        raise ValueError(f"T (total rounds) must be an integer >= 1, got {T!r}")
+    if not isinstance(t, int | np.integer) or not 1 <= t <= T:
+        raise ValueError(f"t (current round, 1-based) must be an integer in [1, {T}], got {t!r}")
+    if not math.isfinite(d) or d < 0:
+        raise ValueError(f"d (step size) must be finite and >= 0, got {d!r}")
+    return (1.0 - t / T) * d
+
+
+def update_weights(alpha: Mapping[int, float], gaps: Mapping[int, float], step: float) -> dict[int, float]:
+    """One generalization-adjustment step of the aggregation weights (Eq. 7 as in FedDG-GA).
+
+    α_i ← clip(α_i + step · (G_i − μ) / max_j |G_j − μ|, 0, 1), then renormalised to Σ α = 1, where μ is the
+    mean gap over the nodes given. Gaps are first clipped to [−1, 1] so a single client cannot claim an absurd
+    gap (an accuracy difference cannot leave that range). NOTE: the paper's printed Eq. 7 also divides the
+    previous weight by the max gap, a typesetting error; this is the FedDG-GA rule the paper cites.
+
+    When all gaps are equal (max_j |G_j − μ| <= `GAP_SPREAD_TOL`) or ``step == 0`` the weights are returned
+    unchanged (no division by zero, no NaN).
+
+    Parameters
+    ----------
+    alpha : mapping node id -> float
+        Current weights of the participating nodes, each in [0, 1], summing to 1 (± `ALPHA_SUM_TOL`).
+    gaps : mapping node id -> float
+        Generalization gap of each node (same keys as ``alpha``), finite.
+    step : float
+        Step d_t, finite and >= 0 (see `step_size`).
+
+    Returns
+    -------
+    dict[int, float]
+        New weights, same keys, each in [0, 1], summing to 1.
+    """
+    if not alpha:
+        raise ValueError("alpha must contain at least one node")
+    if set(alpha) != set(gaps):
+        raise ValueError(
+            f"alpha and gaps must have the same node ids, got {sorted(alpha)} and {sorted(gaps)}"
+        )
+    if not math.isfinite(step) or step < 0:
+        raise ValueError(f"step must be finite and >= 0, got {step!r}")
+    nodes = sorted(alpha)
+    a = np.array([alpha[n] for n in nodes], dtype=np.float64)
+    g = np.array([gaps[n] for n in nodes], dtype=np.float64)
+    if not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):
+        raise ValueError(f"alpha values must be finite and in [0, 1], got {dict(alpha)}")
+    if abs(a.sum() - 1.0) > ALPHA_SUM_TOL:
+        raise ValueError(f"alpha must sum to 1 (±{ALPHA_SUM_TOL}), got sum {a.sum()!r}")
+    if not np.all(np.isfinite(g)):
+        raise ValueError(f"gaps must be finite, got {dict(gaps)}")
+
+    centred = np.clip(g, -1.0, 1.0)
+    centred = centred - centred.mean()
+    spread = float(np.max(np.abs(centred)))
+    if spread <= GAP_SPREAD_TOL or step == 0:
+        return {n: float(alpha[n]) for n in nodes}
+    # Σ (G_i − μ) = 0, so before clipping the weights still sum to 1; clipping at 0 only adds mass and at 1
+    # only happens when some weight exceeds 1: the sum stays > 0 and the renormalisation is safe.
+    new = np.clip(a + step * centred / spread, 0.0, 1.0)
+    new /= new.sum()
+    return {n: float(w) for n, w in zip(nodes, new, strict=True)}
+
+
+def _weighted_average(arrays: list[np.ndarray], weights: list[float], dtype: np.dtype) -> np.ndarray:
+    """Σ w_i · arrays_i accumulated in float64 (complex128), cast back to ``dtype`` (integers rounded)."""
+    acc_dtype = np.complex128 if np.issubdtype(dtype, np.complexfloating) else np.float64
+    acc = np.zeros(arrays[0].shape, dtype=acc_dtype)
+    for arr, w in zip(arrays, weights, strict=True):
+        acc += w * arr.astype(acc_dtype, copy=False)
+    if np.issubdtype(dtype, np.integer) or dtype == np.bool_:
+        acc = np.rint(acc)
+    return np.asarray(acc.astype(dtype))  # np.rint turns 0-d arrays into scalars; Array needs an ndarray
+
+
+def _common_metrics(contents: list[RecordDict]) -> tuple[list[RecordDict], list[str]]:
+    """Restrict every reply's MetricRecord to the keys all replies share with the same type/length.
+
+    Flower's ``aggregate_metricrecords`` silently produces a partial sum for a key only some replies carry and
+    raises for lists of different lengths; both are avoided here. Returns the restricted contents and the
+    dropped keys.
+    """
+    records = [next(iter(c.metric_records.values())) for c in contents]
+
+    def signature(value: Any) -> tuple[str, int]:
+        return ("list", len(value)) if isinstance(value, list) else ("scalar", 0)
+
+    first = records[0]
+    common = [k for k in first if all(k in r and signature(r[k]) == signature(first[k]) for r in records)]
+    dropped = sorted({k for r in records for k in r} - set(common))
+    restricted = [RecordDict({"metrics": MetricRecord({k: r[k] for k in common})}) for r in records]
+    return restricted, dropped
+
+
+def _node_keys_to_json(d: Mapping[int, Any]) -> dict[str, Any]:
+    return {str(k): v for k, v in d.items()}
+
+
+def _node_keys_from_json(d: Mapping[str, Any]) -> dict[int, Any]:
+    return {int(k): v for k, v in d.items()}
+
+
+#: History fields whose dicts are keyed by node id (int in memory, str in JSON).
+_NODE_KEYED = ("alpha", "round_weights", "gaps", "reported_gaps", "rejected")
+
+
+class AFFR(FedAvg):
+    """AFFR strategy: FedAvg whose aggregation weights follow the clients' generalization gaps (Alg. 1).
+
+    Semantics (all weights are keyed by node id, ``msg.metadata.src_node_id``, so reply order and missing
+    clients cannot scramble them; replies are processed in ascending node id, so the aggregate is bitwise
+    independent of reply order):
+
+    * Initialisation: the nodes with a valid reply in the first aggregated round get α_i^0 = 1/C. A node whose
+      first valid reply comes later enters with the mean of the stored weights (= 1/K for K known nodes), then
+      all stored weights are renormalised to sum 1.
+    * First participation: a node has no previous local model θ_i^{t−1} then, so Eq. 5 is undefined; its
+      gap is taken as 0 whatever it reports (logged). In round 1 every gap is 0: the weights stay 1/C.
+    * Update: the stored weights of the nodes present this round (holding mass m of the total 1) are
+      renormalised to sum 1, updated with `update_weights` using d_t = `step_size`(t, num_rounds, step),
+      and the result is this round's aggregation weights. They are stored back scaled by m, so absent
+      nodes keep their stored α unchanged for when they return and the stored weights keep summing to 1.
+      (If m = 0 the present nodes start this round from uniform weights and their stored α stays 0.)
+    * Failures: an error reply, a reply rejected by `server.reply_checks.check_reply` (missing, extra or
+      mis-shaped arrays vs the global model sent in `configure_train`, NaN/Inf arrays, missing or
+      non-finite gap, missing or non-positive ``weighted_by_key``) or several replies from one node are
+      skipped with a WARNING naming the node and the reason; they never stop the run. The gap is clipped
+      to [−1, 1] (WARNING).
+    * Aggregation: θ_g^{t+1} = Σ_i α_i θ_i over the accepted replies, per key of the global ArrayRecord (in
+      its key order), accumulated in float64 and cast back to each array's dtype (integers rounded).
+      Metrics are aggregated like FedAvg (``train_metrics_aggr_fn``, weighted by ``weighted_by_key``) over
+      the accepted replies and the metric keys they all share.
+    * Resume: `state_dict` / `load_state_dict` (JSON-serialisable). Flower's ``Strategy.start`` numbers rounds
+      from 1, so after loading, ``server_round`` k means round ``round_offset + k`` of the schedule; run
+      `rounds_remaining` more rounds.
+
+    Parameters
+    ----------
+    num_rounds : int
+        Total number of rounds T of the run (for the step schedule), >= 1.
+    step : float, default 0.8
+        Base step size d (Table 7 best), finite and >= 0. 0 reduces AFFR to uniform-weight averaging.
+    gap_key : str, default "gap"
+        Key of the generalization gap in each train reply's MetricRecord.
+    **fedavg_kwargs
+        Forwarded to ``flwr.serverapp.strategy.FedAvg`` (fraction_train, min_train_nodes, weighted_by_key,
+        arrayrecord_key, train_metrics_aggr_fn, ...). ``weighted_by_key`` (default "num-examples") weights
+        only the metric average, not the model.
+
+    Attributes
+    ----------
+    alpha : dict[int, float]
+        Stored weight of every node seen so far (sums to 1).
+    history : list[dict]
+        One entry per aggregated round: ``round``, ``step``, ``participating`` (accepted node ids),
+        ``rejected`` ({node: reason}), ``reported_gaps``, ``gaps`` (values used), ``round_weights``
+        (weights of this round's average) and ``alpha`` (stored weights after the round).
+    """
+
+    def __init__(
+        self, num_rounds: int, step: float = 0.8, gap_key: str = "gap", **fedavg_kwargs: Any
+    ) -> None:
+        super().__init__(**fedavg_kwargs)
+        if not isinstance(num_rounds, int) or num_rounds < 1:
+            raise ValueError(f"num_rounds must be an integer >= 1, got {num_rounds!r}")
+        if not isinstance(step, int | float) or not math.isfinite(step) or step < 0:
+            raise ValueError(f"step must be finite and >= 0, got {step!r}")
+        if not isinstance(gap_key, str) or not gap_key:
+            raise ValueError(f"gap_key must be a non-empty string, got {gap_key!r}")
+        if gap_key == self.weighted_by_key:
+            raise ValueError(f"gap_key must differ from weighted_by_key ({self.weighted_by_key!r})")
+        self.num_rounds = num_rounds
+        self.step = float(step)
+        self.gap_key = gap_key
+        self.alpha: dict[int, float] = {}
+        self.history: list[dict[str, Any]] = []
+        self.round_offset = 0
+        self._reference: ArrayRecord | None = None
+
+    # ------------------------------------------------------------------ rounds
+    def _round(self, server_round: int) -> int:
+        return server_round + self.round_offset
+
+    @property
+    def rounds_done(self) -> int:
+        """Rounds of the schedule already aggregated (last ``round`` in the history, or ``round_offset``)."""
+        return self.history[-1]["round"] if self.history else self.round_offset
+
+    @property
+    def rounds_remaining(self) -> int:
+        """Rounds still to run to reach ``num_rounds``."""
+        return self.num_rounds - self.rounds_done
+
+    def summary(self) -> None:
+        """Log the FedAvg configuration plus the AFFR parameters."""
+        super().summary()
+        log(INFO, "\t└──> AFFR: rounds T=%d, step d=%.3f, gap key '%s', round offset %d",
+            self.num_rounds, self.step, self.gap_key, self.round_offset)
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """FedAvg's configure_train; remembers ``arrays`` to validate the replies against it.
+
+        ``config["server-round"]`` carries the round of the schedule (``round_offset`` included).
+        """
+        self._reference = arrays
+        return super().configure_train(self._round(server_round), arrays, config, grid)
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """FedAvg's configure_evaluate with the schedule's round number in ``config["server-round"]``."""
+        return super().configure_evaluate(self._round(server_round), arrays, config, grid)
+
+    # ------------------------------------------------------------- validation
+    def _screen(
+        self, replies: Iterable[Message], expect_arrays: bool, required: list[str], stage: str
+    ) -> tuple[dict[int, RecordDict], dict[int, str]]:
+        """Split replies into accepted contents and rejection reasons, both keyed by node id."""
+        by_node: dict[int, list[Message]] = {}
+        for msg in replies:
+            by_node.setdefault(int(msg.metadata.src_node_id), []).append(msg)
+        accepted: dict[int, RecordDict] = {}
+        rejected: dict[int, str] = {}
+        for node in sorted(by_node):
+            msgs = by_node[node]
+            if len(msgs) > 1:
+                reason: str | None = f"{len(msgs)} replies from the same node in one round"
+            elif msgs[0].has_error():
+                reason = f"error reply (code {msgs[0].error.code}): {msgs[0].error.reason}"
+            elif not msgs[0].has_content():
+                reason = "reply carries neither content nor error"
+            else:
+                reason = check_reply(
+                    msgs[0].content,
+                    self._reference if expect_arrays else None,
+                    required_metric_keys=required,
+                    positive_metric_keys=[self.weighted_by_key],
+                    expect_arrays=expect_arrays,
+                )
+            if reason is None:
+                accepted[node] = msgs[0].content
+            else:
+                rejected[node] = reason
+                log(WARNING, "%s: rejected reply from node %d: %s", stage, node, reason)
+        log(INFO, "%s: %d accepted, %d rejected", stage, len(accepted), len(rejected))
+        return accepted, rejected
+
+    def _aggregate_metrics(self, contents: list[RecordDict], fn: Any, stage: str) -> MetricRecord:
+        restricted, dropped = _common_metrics(contents)
+        if dropped:
+            log(WARNING, "%s: metric keys not shared by all accepted replies are not aggregated: %s",
+                stage, dropped)
+        return fn(restricted, self.weighted_by_key)
+
+    # ------------------------------------------------------------ aggregation
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Update the weights from the gaps and aggregate θ_g^{t+1} = Σ α_i θ_i (Alg. 1, server side)."""
+        if self._reference is None:
+            raise RuntimeError(
+                "aggregate_train called before configure_train: no global model to check replies against"
+            )
+        t = self._round(server_round)
+        d_t = step_size(t, self.num_rounds, self.step)
+        accepted, rejected = self._screen(replies, True, [self.gap_key], "aggregate_train")
+        entry: dict[str, Any] = {
+            "round": t, "step": d_t, "participating": sorted(accepted), "rejected": rejected
+        }
+
+        reported, gaps = {}, {}
+        for node, content in accepted.items():
+            raw = float(next(iter(content.metric_records.values()))[self.gap_key])
+            reported[node] = raw
+            if node not in self.alpha:
+                if raw != 0.0:
+                    log(INFO, "aggregate_train: node %d participates for the first time; its gap %.4g is "
+                        "taken as 0 (no previous local model, Eq. 5)", node, raw)
+                gaps[node] = 0.0
+            else:
+                gaps[node] = min(1.0, max(-1.0, raw))
+                if gaps[node] != raw:
+                    log(WARNING, "aggregate_train: gap %.4g of node %d clipped to %.0f",
+                        raw, node, gaps[node])
+        entry["reported_gaps"], entry["gaps"] = reported, gaps
+
+        if not accepted:
+            log(WARNING, "aggregate_train: round %d has no usable reply; the global model is kept", t)
+            entry["round_weights"], entry["alpha"] = {}, dict(self.alpha)
+            self.history.append(entry)
+            return None, None
+
+        self._admit(sorted(accepted))
+        present = sorted(accepted)
+        mass = math.fsum(self.alpha[n] for n in present)
+        if mass > 0:
+            start = {n: self.alpha[n] / mass for n in present}
+        else:
+            log(WARNING, "aggregate_train: present nodes %s hold no stored weight; starting from uniform",
+                present)
+            start = {n: 1.0 / len(present) for n in present}
+        round_weights = update_weights(start, {n: gaps[n] for n in present}, d_t)
+        if mass > 0:
+            for n in present:
+                self.alpha[n] = round_weights[n] * mass
+        entry["round_weights"], entry["alpha"] = round_weights, dict(self.alpha)
+        self.history.append(entry)
+        log(INFO, "aggregate_train: round %d, step %.4f, weights %s", t, d_t,
+            {n: round(w, 4) for n, w in round_weights.items()})
+
+        arrays = self._aggregate_arrays([accepted[n] for n in present], [round_weights[n] for n in present])
+        metrics = self._aggregate_metrics([accepted[n] for n in present], self.train_metrics_aggr_fn,
+                                          "aggregate_train")
+        return arrays, metrics
+
+    def _admit(self, present: list[int]) -> None:
+        """Give first-seen nodes their initial weight (1/C at start, mean weight later); renormalise."""
+        new = [n for n in present if n not in self.alpha]
+        if not new:
+            return
+        if not self.alpha:
+            self.alpha = {n: 1.0 / len(new) for n in new}
+            return
+        mean = math.fsum(self.alpha.values()) / len(self.alpha)
+        for n in new:
+            self.alpha[n] = mean
+        total = math.fsum(self.alpha.values())
+        self.alpha = {n: a / total for n, a in self.alpha.items()}
+        log(INFO, "aggregate_train: new node(s) %s enter with weight %.4g (before renormalisation)",
+            new, mean)
+
+    def _aggregate_arrays(self, contents: list[RecordDict], weights: list[float]) -> ArrayRecord:
+        assert self._reference is not None
+        records = [next(iter(c.array_records.values())) for c in contents]
+        out: dict[str, Array] = {}
+        for key, ref in self._reference.items():
+            arrays = [r[key].numpy() for r in records]
+            out[key] = Array(_weighted_average(arrays, weights, np.dtype(ref.dtype)))
+        return ArrayRecord(out)
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
+        """FedAvg's metric average; invalid replies are skipped with a logged reason instead of raising."""
+        accepted, _ = self._screen(replies, False, [], "aggregate_evaluate")
+        if not accepted:
+            return None
+        return self._aggregate_metrics([accepted[n] for n in sorted(accepted)], self.evaluate_metrics_aggr_fn,
+                                       "aggregate_evaluate")
+
+    # ------------------------------------------------------------- checkpoint
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-serialisable state: configuration, stored weights, history and rounds done."""
+        history = []
+        for entry in self.history:
+            e = dict(entry)
+            for field in _NODE_KEYED:
+                e[field] = _node_keys_to_json(entry[field])
+            history.append(e)
+        return {
+            "format": STATE_FORMAT,
+            "num_rounds": self.num_rounds,
+            "step": self.step,
+            "gap_key": self.gap_key,
+            "rounds_done": self.rounds_done,
+            "alpha": _node_keys_to_json(self.alpha),
+            "history": history,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a `state_dict` (e.g. after ``json.load``) to resume a killed run.
+
+        The configuration (num_rounds, step, gap_key) must match this instance. Sets ``round_offset`` to the
+        rounds already done, because Flower's ``Strategy.start`` numbers the resumed rounds from 1 again.
+        """
+        if state.get("format") != STATE_FORMAT:
+            raise ValueError(f"state: expected format {STATE_FORMAT!r}, got {state.get('format')!r}")
+        for name in ("num_rounds", "step", "gap_key"):
+            if state[name] != getattr(self, name):
+                raise ValueError(f"state: {name} = {state[name]!r} does not match this strategy's "
+                                 f"{getattr(self, name)!r}")
+        history = []
+        for entry in state["history"]:
+            e = dict(entry)
+            for field in _NODE_KEYED:
+                e[field] = _node_keys_from_json(entry[field])
+            e["participating"] = [int(n) for n in entry["participating"]]
+            history.append(e)
+        self.alpha = {n: float(a) for n, a in _node_keys_from_json(state["alpha"]).items()}
+        self.history = history
+        self.round_offset = int(state["rounds_done"])
