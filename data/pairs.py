@@ -111,13 +111,15 @@ def _open_split(codes: np.ndarray, n_fingers: int, tf: float, vf: float,
         n_test = _round_half_up(n * tf)
         n_val = _round_half_up((n - n_test) * vf)
         if capable:
-            need_val = 1 if vf > 0 else 0
-            if n < 2 + need_val:
+            # Each part needs >= 2 fingers: one for genuine pairs, a second for impostor pairs.
+            need_val = 2 if vf > 0 else 0
+            if n < 4 + need_val:
                 raise ValueError(f"open-set split: only {n} finger(s) have >= 2 images; train, test"
-                                 f"{' and val' if need_val else ''} each need one to form a genuine pair")
-            n_test = max(n_test, 1)
+                                 f"{' and val' if need_val else ''} each need two (genuine and impostor "
+                                 "pairs)")
+            n_test = max(n_test, 2)
             n_val = max(n_val, need_val)
-            while n - n_test - n_val < 1:  # rounding took every finger; give one back to train
+            while n - n_test - n_val < 2:  # rounding took too many fingers; give them back to train
                 if n_val > need_val:
                     n_val -= 1
                 else:

@@ -1,0 +1,63 @@
+"""The two reference points federated strategies are judged against (seed 003 Table 4).
+
+* **local-only**: every client trains its own model on its own training pairs and is tested on its own test
+  pairs (no collaboration at all);
+* **centralized**: one model trained on the union of all clients' training pairs (what pooling the raw prints
+  would give), tested on every client's own test pairs.
+
+Both use exactly the clients' splits and pairs, so their numbers line up with the federated methods'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from client.evaluation import evaluate_on_pairs
+from client.local_data import ClientData
+from client.trainer import TrainConfig, train_siamese
+from data.pairs import PairSet
+from models.siamese import build_encoder
+
+
+def new_encoder(name: str, embedding_dim: int, seed: int) -> nn.Module:
+    """A freshly initialised encoder; the seed fixes its initial weights."""
+    torch.manual_seed(seed)
+    return build_encoder(name, embedding_dim)
+
+
+def train_local(data: ClientData, *, encoder: str, embedding_dim: int, cfg: TrainConfig,
+                progress: bool = True) -> tuple[nn.Module, list[dict]]:
+    """Train a fresh encoder on one client's training pairs; returns it and the per-epoch history."""
+    net = new_encoder(encoder, embedding_dim, cfg.seed)
+    history = train_siamese(net, data.images, data.train_pairs, cfg, progress=progress, desc=data.name)
+    return net, history
+
+
+def union(clients: Sequence[ClientData]) -> tuple[torch.Tensor, PairSet]:
+    """All clients' images in one tensor and their training pairs re-indexed into it."""
+    offsets = np.cumsum([0] + [len(c.images) for c in clients[:-1]])
+    images = torch.cat([c.images for c in clients])
+    pairs = PairSet(
+        np.concatenate([c.train_pairs.a + o for c, o in zip(clients, offsets, strict=True)]),
+        np.concatenate([c.train_pairs.b + o for c, o in zip(clients, offsets, strict=True)]),
+        np.concatenate([c.train_pairs.label for c in clients]),
+    )
+    return images, pairs
+
+
+def train_centralized(clients: Sequence[ClientData], *, encoder: str, embedding_dim: int, cfg: TrainConfig,
+                      progress: bool = True) -> tuple[nn.Module, list[dict]]:
+    """Train one encoder on the union of all clients' training pairs."""
+    images, pairs = union(clients)
+    net = new_encoder(encoder, embedding_dim, cfg.seed)
+    history = train_siamese(net, images, pairs, cfg, progress=progress, desc="centralized")
+    return net, history
+
+
+def evaluate_clients(net: nn.Module, clients: Sequence[ClientData]) -> list[dict]:
+    """Per-client test metrics of one model (threshold from each client's own validation pairs)."""
+    return [{"client": c.name, "domain": c.domain, **evaluate_on_pairs(net, c)[0]} for c in clients]

@@ -1,0 +1,37 @@
+"""Verification evaluation of an encoder on one client's pairs (threshold from validation, metrics on test)."""
+
+from __future__ import annotations
+
+import numpy as np
+from torch import nn
+
+from client.local_data import ClientData
+from client.trainer import pair_distances
+from data.pairs import PairSet
+from models.metrics import choose_threshold, verification_metrics
+
+
+def best_accuracy(distances: np.ndarray, labels: np.ndarray) -> float:
+    """Accuracy at the accuracy-maximising threshold on these same pairs (AFFR's Acc of Eq. 5)."""
+    t = choose_threshold(distances, labels, criterion="accuracy")
+    return float(np.mean((distances <= t) == (labels == 1)))
+
+
+def validation_accuracy(encoder: nn.Module, data: ClientData) -> float:
+    """Acc(θ) on the client's validation pairs, used for the generalization gap (seed 003 Eq. 5)."""
+    if len(data.val_pairs) == 0 or data.val_pairs.n_genuine == 0 or data.val_pairs.n_impostor == 0:
+        raise ValueError(f"client {data.name!r}: validation pairs need both genuine and impostor pairs")
+    return best_accuracy(pair_distances(encoder, data.images, data.val_pairs), data.val_pairs.label)
+
+
+def evaluate_on_pairs(encoder: nn.Module, data: ClientData, test_pairs: PairSet | None = None,
+                      ) -> tuple[dict, np.ndarray]:
+    """Threshold chosen on ``data.val_pairs`` (never on test), metrics on ``test_pairs`` (default: own test).
+
+    Returns the metrics dict (see :func:`models.metrics.verification_metrics`) and the test distances.
+    """
+    test_pairs = data.test_pairs if test_pairs is None else test_pairs
+    val_d = pair_distances(encoder, data.images, data.val_pairs)
+    threshold = choose_threshold(val_d, data.val_pairs.label, criterion="accuracy")
+    test_d = pair_distances(encoder, data.images, test_pairs)
+    return verification_metrics(test_d, test_pairs.label, threshold), test_d

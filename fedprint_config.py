@@ -1,0 +1,196 @@
+"""Experiment configuration: one TOML file per experiment, validated into frozen dataclasses.
+
+Every section and key is optional (defaults below); an unknown section or key, or a value of the wrong type, is
+an error naming the file, the key and what was expected — a typo must never silently fall back to a default.
+The resolved configuration (defaults filled in) is written into every run directory.
+
+Example::
+
+    [run]
+    name = "centralized_casia"
+    seed = 0
+
+    [[data.sources]]
+    kind = "synth"          # or "dataset" with layout = "fvc" and root = "/data/FVC2004/DB1_A"
+    profile = "casia"
+    fingers = 200
+    impressions = 8
+
+    [train]
+    epochs = 20
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+from client.trainer import TrainConfig
+
+
+@dataclass(frozen=True)
+class RunSection:
+    """``[run]``: name of the run, parent directory of run directories, master seed."""
+
+    name: str = "run"
+    out: str = "runs"
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class SourceSection:
+    """One ``[[data.sources]]`` entry: a synthetic profile or a real database on disk.
+
+    ``kind = "synth"`` uses ``profile``, ``fingers``, ``impressions`` and ``seed`` (generated once into
+    ``cache``, then reused); ``kind = "dataset"`` uses ``layout`` (see ``data.datasets.LAYOUTS``) and ``root``.
+    """
+
+    kind: str = "synth"
+    profile: str = "casia"
+    fingers: int = 100
+    impressions: int = 8
+    seed: int = 0
+    cache: str = "runs/.cache/synth"
+    layout: str = ""
+    root: str = ""
+    skip_bad: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("synth", "dataset"):
+            raise ValueError(f"data.sources.kind: expected 'synth' or 'dataset', got {self.kind!r}")
+        if self.kind == "dataset" and not (self.layout and self.root):
+            raise ValueError("data.sources: kind = 'dataset' needs both 'layout' and 'root'")
+        if self.kind == "synth" and (self.fingers < 2 or self.impressions < 2):
+            raise ValueError("data.sources: a synthetic source needs fingers >= 2 and impressions >= 2")
+
+
+@dataclass(frozen=True)
+class DataSection:
+    """``[data]``: sources and the seed-003 split / pair protocol (Sec. 5.2)."""
+
+    sources: tuple[SourceSection, ...] = (SourceSection(),)
+    protocol: str = "open"
+    test_fraction: float = 0.2
+    val_fraction: float = 0.2
+    max_impostors: int = 10_000
+
+    def __post_init__(self) -> None:
+        if self.protocol not in ("open", "closed"):
+            raise ValueError(f"data.protocol: expected 'open' or 'closed', got {self.protocol!r}")
+        if not self.sources:
+            raise ValueError("data.sources: at least one source is needed")
+
+
+@dataclass(frozen=True)
+class PartitionSection:
+    """``[partition]``: how records are spread over clients (local-only and federated modes).
+
+    ``mode = "domain"``: one client per source domain; ``"iid"`` / ``"niid"``: the fingers of the (single)
+    domain split over ``n_clients`` (NIID: Dirichlet(``alpha``) sizes). ``betas``: FP-DFSN β per client
+    (empty: every client uses ``fpdfsn.beta``).
+    """
+
+    mode: str = "domain"
+    n_clients: int = 3
+    alpha: float = 0.5
+    betas: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("domain", "iid", "niid"):
+            raise ValueError(f"partition.mode: expected 'domain', 'iid' or 'niid', got {self.mode!r}")
+
+
+@dataclass(frozen=True)
+class ModelSection:
+    """``[model]``: encoder architecture and the fixed input size (images are resized with padding)."""
+
+    encoder: str = "compact"
+    embedding_dim: int = 128
+    input_size: int = 128
+
+
+@dataclass(frozen=True)
+class FPDFSNSection:
+    """``[fpdfsn]``: the FP-DFSN perturbation applied to training images (seed 003 Eqs. 8-10).
+
+    Parameters left at ``None`` take the defaults documented in ``privacy.fpdfsn.FPDFSNParams``.
+    """
+
+    enabled: bool = False
+    beta: float = 0.5
+    d0: float | None = None
+    border: int | None = None
+    radius: int | None = None
+    sigma2: float | None = None
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    run: RunSection = field(default_factory=RunSection)
+    data: DataSection = field(default_factory=DataSection)
+    partition: PartitionSection = field(default_factory=PartitionSection)
+    model: ModelSection = field(default_factory=ModelSection)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    fpdfsn: FPDFSNSection = field(default_factory=FPDFSNSection)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """Check ``value`` against a simple type hint (int/float/str/bool, optional, tuples, nested dataclass)."""
+    origin = get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: expected a table, got {type(value).__name__}")
+        return _build(hint, value, where)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise ValueError(f"{where}: expected an array, got {type(value).__name__}")
+        (inner, _) = get_args(hint)
+        return tuple(_coerce(v, inner, f"{where}[{i}]") for i, v in enumerate(value))
+    args = get_args(hint)
+    if args and type(None) in args:  # X | None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _coerce(value, inner, where)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint in (int, float, str, bool) and (type(value) is not hint):
+        raise ValueError(f"{where}: expected {hint.__name__}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _build(cls: type, table: dict[str, Any], where: str) -> Any:
+    hints = get_type_hints(cls)
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; expected some of {sorted(known)}")
+    kwargs = {k: _coerce(v, hints[k], f"{where}.{k}" if where else k) for k, v in table.items()}
+    try:
+        return cls(**kwargs)
+    except ValueError as exc:
+        raise ValueError(f"{where or 'config'}: {exc}") from None
+
+
+def parse_config(table: dict[str, Any], *, source: str = "<config>") -> ExperimentConfig:
+    """Validate a parsed TOML table into an :class:`ExperimentConfig` (errors name ``source`` and the key)."""
+    try:
+        return _build(ExperimentConfig, table, "")
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}") from None
+
+
+def load_config(path: str | Path) -> ExperimentConfig:
+    """Read and validate an experiment TOML file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file not found: {path}")
+    try:
+        table = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    return parse_config(table, source=str(path))

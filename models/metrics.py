@@ -1,0 +1,297 @@
+"""Verification metrics on scored pairs: ROC, EER, FNMR at fixed FMR, ROC AUC, threshold choice, report.
+
+Conventions
+-----------
+* A pair is *genuine* (label 1: two impressions of one finger) or *impostor* (label 0).
+* ``scores`` are **distances** by default (lower = more similar; the Siamese net's d of seed 003 Eq. 1). Pass
+  ``higher_is_genuine=True`` for similarity scores (e.g. a classical minutiae matcher); every function then
+  behaves as on the negated scores, and thresholds are reported in the caller's own units.
+* Decision at threshold t: accept (claim "same finger") iff score <= t for distances (seed 003 Eq. 2), iff
+  score >= t for similarities.
+* FMR (false match rate) = accepted impostors / impostors; FNMR (false non-match rate) = rejected genuines /
+  genuines; TPR = 1 - FNMR.
+* FMR100 / FMR1000 = the lowest FNMR among thresholds with FMR <= 1% / 0.1% (FVC convention, no
+  interpolation). With fewer than 100 / 1000 impostor pairs this means FMR = 0.
+* EER: FMR and FNMR are linearly interpolated along the ROC between the two adjacent operating points where
+  FNMR - FMR changes sign; the EER is the common value at the crossing.
+* Precision with no accepted pair is defined as 0 (as is F1 when precision + recall = 0).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+CRITERIA = ("accuracy", "eer")
+
+
+@dataclass(frozen=True)
+class RocCurve:
+    """Operating points of a verifier, one per distinct score plus the accept-nothing point.
+
+    Attributes
+    ----------
+    thresholds : ndarray, float64, shape (k + 1,)
+        Threshold of each point in the caller's score units; the first is -inf (distances) or +inf
+        (similarities): nothing accepted. Ordered from strictest to most lenient.
+    fmr, fnmr : ndarray, float64, shape (k + 1,)
+        False match / false non-match rates; fmr is non-decreasing and fnmr non-increasing along the arrays.
+    """
+
+    thresholds: np.ndarray
+    fmr: np.ndarray
+    fnmr: np.ndarray
+
+    @property
+    def tpr(self) -> np.ndarray:
+        return 1.0 - self.fnmr
+
+
+def _validate(scores, labels) -> tuple[np.ndarray, np.ndarray]:
+    s = np.asarray(scores, dtype=np.float64).reshape(-1) if np.ndim(scores) <= 1 else None
+    lab = np.asarray(labels).reshape(-1) if np.ndim(labels) <= 1 else None
+    if s is None or lab is None:
+        raise ValueError(f"scores and labels must be 1-D, got shapes {np.shape(scores)} and "
+                         f"{np.shape(labels)}")
+    if s.shape[0] != lab.shape[0]:
+        raise ValueError(f"scores and labels must have the same length, got {s.shape[0]} and {lab.shape[0]}")
+    if s.shape[0] == 0:
+        raise ValueError("scores: expected at least one scored pair, got none")
+    if not np.all(np.isfinite(s)):
+        raise ValueError("scores: must be finite (found NaN or inf)")
+    if not np.all((lab == 0) | (lab == 1)):
+        raise ValueError("labels: must contain only 0 (impostor) and 1 (genuine)")
+    lab = lab.astype(bool)
+    n_gen = int(lab.sum())
+    if n_gen == 0 or n_gen == lab.shape[0]:
+        raise ValueError(f"labels: need both genuine and impostor pairs, got {n_gen} genuine of "
+                         f"{lab.shape[0]}")
+    return s, lab
+
+
+def _operating_points(scores, labels, higher_is_genuine: bool):
+    """Shared core: distinct genuineness values g (descending) and cumulative accept counts.
+
+    Returns (g_values, tp, fp, n_gen, n_imp, sign), where point j (0..k) accepts the pairs with
+    g >= g_values[j-1] (j = 0 accepts nothing), tp/fp have length k + 1, and score = sign * g.
+    """
+    s, lab = _validate(scores, labels)
+    sign = 1.0 if higher_is_genuine else -1.0
+    g = sign * s
+    order = np.argsort(-g, kind="stable")
+    g_sorted, pos = g[order], lab[order]
+    cum_tp, cum_fp = np.cumsum(pos), np.cumsum(~pos)
+    # Last index of each run of equal scores: ties are accepted or rejected together.
+    last = np.flatnonzero(np.r_[g_sorted[1:] != g_sorted[:-1], True])
+    tp = np.r_[0, cum_tp[last]].astype(np.float64)
+    fp = np.r_[0, cum_fp[last]].astype(np.float64)
+    return g_sorted[last], tp, fp, int(lab.sum()), int((~lab).sum()), sign
+
+
+def roc_curve(scores, labels, higher_is_genuine: bool = False) -> RocCurve:
+    """FMR and FNMR at every distinct threshold (vectorised: one sort and two cumulative sums).
+
+    Parameters
+    ----------
+    scores : array_like, shape (N,)
+        Pair scores; distances unless ``higher_is_genuine``.
+    labels : array_like, shape (N,)
+        1 genuine, 0 impostor. Both classes must be present.
+    higher_is_genuine : bool
+        False (default) for distances, True for similarity scores.
+    """
+    g_vals, tp, fp, n_gen, n_imp, sign = _operating_points(scores, labels, higher_is_genuine)
+    thresholds = np.r_[sign * np.inf, sign * g_vals]
+    return RocCurve(thresholds=thresholds, fmr=fp / n_imp, fnmr=1.0 - tp / n_gen)
+
+
+def roc_auc(scores, labels, higher_is_genuine: bool = False) -> float:
+    """Area under the ROC (TPR vs FMR), trapezoidal; equals P(genuine more similar than impostor) with ties
+    counted as one half (the Mann-Whitney statistic)."""
+    roc = roc_curve(scores, labels, higher_is_genuine)
+    tpr = roc.tpr
+    return float(np.sum(np.diff(roc.fmr) * (tpr[1:] + tpr[:-1]) / 2.0))
+
+
+def eer(scores, labels, higher_is_genuine: bool = False) -> float:
+    """Equal error rate: FMR = FNMR on the ROC, interpolated linearly between adjacent operating points."""
+    roc = roc_curve(scores, labels, higher_is_genuine)
+    diff = roc.fnmr - roc.fmr  # non-increasing from 1 (accept nothing) to -1 (accept everything)
+    i = int(np.argmax(diff <= 0))  # first point with FNMR <= FMR; exists because the last point has diff = -1
+    if diff[i] == 0:
+        return float(roc.fmr[i])
+    lam = diff[i - 1] / (diff[i - 1] - diff[i])
+    return float(roc.fmr[i - 1] + lam * (roc.fmr[i] - roc.fmr[i - 1]))
+
+
+def fnmr_at_fmr(scores, labels, fmr: float = 0.01, higher_is_genuine: bool = False) -> float:
+    """Lowest FNMR over thresholds whose FMR <= ``fmr`` (0.01: FMR100, 0.001: FMR1000)."""
+    if not 0.0 <= fmr <= 1.0:
+        raise ValueError(f"fnmr_at_fmr: fmr must lie in [0, 1], got {fmr}")
+    roc = roc_curve(scores, labels, higher_is_genuine)
+    ok = roc.fmr <= fmr + 1e-12  # the accept-nothing point always qualifies
+    return float(roc.fnmr[ok].min())
+
+
+def choose_threshold(
+    val_scores, val_labels, criterion: str = "accuracy", higher_is_genuine: bool = False
+) -> float:
+    """Decision threshold chosen on VALIDATION pairs, to be applied unchanged to test pairs.
+
+    Parameters
+    ----------
+    val_scores, val_labels : array_like, shape (N,)
+        Validation pair scores and labels (1 genuine, 0 impostor).
+    criterion : str
+        ``"accuracy"``: maximise validation accuracy. ``"eer"``: minimise |FMR - FNMR|. Ties go to the
+        strictest (fewest accepted) operating point.
+    higher_is_genuine : bool
+        False (default) for distances, True for similarity scores.
+
+    Returns
+    -------
+    float
+        Threshold t in score units (accept iff score <= t for distances, >= t for similarities). It lies
+        halfway between the last accepted and the first rejected validation score, so it reproduces the chosen
+        validation operating point exactly while leaving equal slack on both sides for unseen pairs.
+    """
+    if criterion not in CRITERIA:
+        raise ValueError(f"choose_threshold: criterion must be one of {CRITERIA}, got {criterion!r}")
+    g_vals, tp, fp, n_gen, n_imp, sign = _operating_points(val_scores, val_labels, higher_is_genuine)
+    if criterion == "accuracy":
+        j = int(np.argmax((tp + (n_imp - fp)) / (n_gen + n_imp)))
+    else:
+        j = int(np.argmin(np.abs(fp / n_imp - (1.0 - tp / n_gen))))
+    k = g_vals.shape[0]
+    if j == 0:  # accept nothing: just above the most genuine-looking score
+        g_t = np.nextafter(g_vals[0], np.inf)
+    elif j == k:  # accept everything
+        g_t = g_vals[-1]
+    else:
+        hi, lo = g_vals[j - 1], g_vals[j]
+        g_t = lo + (hi - lo) / 2.0
+        if not lo < g_t <= hi:  # adjacent floats: the midpoint is not representable
+            g_t = hi
+    return float(sign * g_t)
+
+
+def verification_metrics(test_scores, test_labels, threshold: float, higher_is_genuine: bool = False) -> dict:
+    """Threshold-dependent and threshold-free verification metrics on TEST pairs.
+
+    Parameters
+    ----------
+    test_scores, test_labels : array_like, shape (N,)
+        Test pair scores and labels (1 genuine, 0 impostor).
+    threshold : float
+        Decision threshold, normally from :func:`choose_threshold` on validation pairs.
+    higher_is_genuine : bool
+        False (default) for distances, True for similarity scores.
+
+    Returns
+    -------
+    dict
+        ``accuracy, precision, recall, f1, fmr, fnmr`` (at ``threshold``, genuine = positive class),
+        ``roc_auc, eer, fmr100, fmr1000`` (threshold-free), ``n_genuine, n_impostor, threshold``.
+    """
+    s, lab = _validate(test_scores, test_labels)
+    if not np.isfinite(threshold):
+        raise ValueError(f"verification_metrics: threshold must be finite, got {threshold}")
+    accept = s >= threshold if higher_is_genuine else s <= threshold
+    tp = int(np.sum(accept & lab))
+    fp = int(np.sum(accept & ~lab))
+    fn = int(np.sum(~accept & lab))
+    tn = int(np.sum(~accept & ~lab))
+    n_gen, n_imp = tp + fn, fp + tn
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / n_gen
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {
+        "accuracy": (tp + tn) / (n_gen + n_imp),
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "fmr": fp / n_imp,
+        "fnmr": fn / n_gen,
+        "roc_auc": roc_auc(s, lab, higher_is_genuine),
+        "eer": eer(s, lab, higher_is_genuine),
+        "fmr100": fnmr_at_fmr(s, lab, 0.01, higher_is_genuine),
+        "fmr1000": fnmr_at_fmr(s, lab, 0.001, higher_is_genuine),
+        "n_genuine": n_gen,
+        "n_impostor": n_imp,
+        "threshold": float(threshold),
+    }
+
+
+def write_roc_csv(path: str | Path, scores, labels, higher_is_genuine: bool = False) -> Path:
+    """Write the ROC as CSV with columns ``threshold, fmr, fnmr, tpr`` (one row per operating point)."""
+    roc = roc_curve(scores, labels, higher_is_genuine)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["threshold", "fmr", "fnmr", "tpr"])
+        for row in zip(roc.thresholds, roc.fmr, roc.fnmr, roc.tpr, strict=True):
+            w.writerow([repr(float(v)) for v in row])
+    return path
+
+
+def plot_roc(path_png: str | Path, curves: dict, title: str = "Verification") -> Path:
+    """Plot ROC (TPR vs FMR, log FMR axis) and DET (FNMR vs FMR, log-log) panels for several verifiers.
+
+    Parameters
+    ----------
+    path_png : str or Path
+        Output PNG file (parent directories are created).
+    curves : dict
+        ``name -> (scores, labels)`` for distances, or ``name -> (scores, labels, higher_is_genuine)`` to mix
+        in similarity scores. The legend shows each curve's EER and AUC.
+    title : str
+        Figure title.
+
+    Notes
+    -----
+    Log axes cannot show 0: rates are drawn clipped at half the resolution of that curve (0.5 / n_impostor for
+    FMR, 0.5 / n_genuine for FNMR).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if not curves:
+        raise ValueError("plot_roc: curves must contain at least one (scores, labels) entry")
+    fig = Figure(figsize=(10, 4.5))
+    FigureCanvasAgg(fig)
+    ax_roc, ax_det = fig.subplots(1, 2)
+    lo = 1.0
+    for name, spec in curves.items():
+        if len(spec) not in (2, 3):
+            raise ValueError(f"plot_roc: curve {name!r} must be (scores, labels) or (scores, labels, "
+                             f"higher_is_genuine), got {len(spec)} items")
+        scores, labels = spec[0], spec[1]
+        hig = bool(spec[2]) if len(spec) == 3 else False
+        roc = roc_curve(scores, labels, hig)
+        lab = np.asarray(labels).astype(bool)
+        fmr_floor, fnmr_floor = 0.5 / int((~lab).sum()), 0.5 / int(lab.sum())
+        lo = min(lo, fmr_floor, fnmr_floor)
+        label = f"{name} (EER {100 * eer(scores, labels, hig):.2f}%, AUC {roc_auc(scores, labels, hig):.4f})"
+        fmr = np.maximum(roc.fmr, fmr_floor)
+        ax_roc.plot(fmr, roc.tpr, drawstyle="steps-post", label=label)
+        ax_det.plot(fmr, np.maximum(roc.fnmr, fnmr_floor), drawstyle="steps-post", label=name)
+    ax_roc.set(xscale="log", xlim=(lo, 1.0), ylim=(0.0, 1.01), xlabel="FMR", ylabel="TPR = 1 - FNMR",
+               title="ROC")
+    ax_det.set(xscale="log", yscale="log", xlim=(lo, 1.0), ylim=(lo, 1.0), xlabel="FMR", ylabel="FNMR",
+               title="DET")
+    for ax in (ax_roc, ax_det):
+        ax.grid(True, which="both", alpha=0.3)
+        for x in (0.01, 0.001):
+            ax.axvline(x, color="grey", lw=0.6, ls=":")
+    ax_det.plot([lo, 1.0], [lo, 1.0], color="grey", lw=0.6, ls="--")  # EER line
+    ax_roc.legend(loc="lower right", fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path_png)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    return path

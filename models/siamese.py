@@ -1,0 +1,181 @@
+"""Siamese fingerprint encoder of seed 003 (Sec. 3.1, Sec. 5.2): one CNN f_theta, shared by both branches.
+
+Two encoders, both ending in an L2-normalised embedding (so pair distances lie in [0, 2]):
+
+* :class:`CompactEncoder` - a small CNN that trains in minutes on 2 CPU cores at 128 x 128.
+* :func:`resnet18_encoder` - torchvision's ResNet-18 (no pretrained weights), 1-channel stem.
+
+Neither contains BatchNorm: every normalisation layer is GroupNorm. BatchNorm mixes samples of a batch, which
+breaks per-sample gradients (DP-SGD / Opacus refuses it) and makes federated averaging of running statistics
+ill-defined; GroupNorm is per sample and has no running state.
+
+Initialisation draws only from torch's global RNG, so ``torch.manual_seed(s)`` before construction makes it
+deterministic.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ENCODERS = ("compact", "resnet18")
+
+
+def _groups(channels: int, max_groups: int = 8) -> int:
+    """Largest group count <= ``max_groups`` that divides ``channels`` (GroupNorm needs an exact division)."""
+    for g in range(min(max_groups, channels), 0, -1):
+        if channels % g == 0:
+            return g
+    return 1
+
+
+def distance(e1: torch.Tensor, e2: torch.Tensor) -> torch.Tensor:
+    """Euclidean distance d = ||e1 - e2||_2 per row (seed 003 Eq. 1), shape (N,).
+
+    The gradient at d = 0 is defined as 0 (torch's subgradient of the norm), so identical embeddings do not
+    produce NaNs.
+    """
+    if e1.shape != e2.shape or e1.ndim != 2:
+        raise ValueError(f"distance: expected two (N, d) tensors of equal shape, got {tuple(e1.shape)} "
+                         f"and {tuple(e2.shape)}")
+    return torch.linalg.vector_norm(e1 - e2, dim=1)
+
+
+class CompactEncoder(nn.Module):
+    """Compact CNN: 5 conv blocks (conv, GroupNorm, ReLU), global average pooling, linear projection, L2 norm.
+
+    Block 1 is a 5x5 stride-2 stem; blocks 2-4 are 3x3 convs followed by 2x2 max-pooling *before* GroupNorm
+    and ReLU; block 5 is a 3x3 conv. Channels are ``width, 2w, 4w, 4w, 8w``; a 128 x 128 input reaches block 5
+    at 8 x 8. Speed choices, measured with ``bench/bench_encoder.py`` on 2 CPU threads (forward+backward,
+    batch 32, 128 px): the strided stem instead of a full-resolution conv + pool (~1.3x; its 5x5 kernel still
+    spans a ridge period, ~4 px at 128 px), pooling before the normalisation so GroupNorm/ReLU run on 4x fewer
+    values (~1.3x), and channels-last memory layout for conv weights and activations (~1.4x).
+
+    Parameters
+    ----------
+    embedding_dim : int
+        Dimension d of the embedding f(x) in R^d (default 128).
+    width : int
+        Channels of the first block (default 32).
+    in_channels : int
+        Input channels (1 for grayscale fingerprints).
+    channels_last : bool
+        Store conv weights and run activations in channels-last layout (default True; same results up to
+        float rounding, faster on CPU). Parameters keep their shapes; only their strides differ.
+    """
+
+    def __init__(self, embedding_dim: int = 128, width: int = 32, in_channels: int = 1,
+                 channels_last: bool = True) -> None:
+        super().__init__()
+        for name, v in (("embedding_dim", embedding_dim), ("width", width), ("in_channels", in_channels)):
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"CompactEncoder: {name} must be a positive integer, got {v!r}")
+        chans = [in_channels, width, 2 * width, 4 * width, 4 * width, 8 * width]
+        layers: list[nn.Module] = []
+        for i, (cin, cout) in enumerate(zip(chans[:-1], chans[1:], strict=True)):
+            k, stride = (5, 2) if i == 0 else (3, 1)
+            layers.append(nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, bias=False))
+            if 0 < i < len(chans) - 2:
+                layers.append(nn.MaxPool2d(2))
+            layers += [nn.GroupNorm(_groups(cout), cout), nn.ReLU(inplace=True)]
+        self.features = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(chans[-1], embedding_dim)
+        self.embedding_dim = embedding_dim
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        self.channels_last = bool(channels_last)
+        if self.channels_last:
+            self.to(memory_format=torch.channels_last)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, C, H, W) float -> (N, embedding_dim) unit-norm embeddings."""
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        z = self.pool(self.features(x)).flatten(1)
+        return F.normalize(self.fc(z), dim=1)
+
+
+class _NormalizedEmbedding(nn.Module):
+    """Wraps a backbone that outputs raw (N, d) features and L2-normalises them."""
+
+    def __init__(self, backbone: nn.Module, embedding_dim: int) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.embedding_dim = embedding_dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(self.backbone(x), dim=1)
+
+
+def _replace_batchnorm(module: nn.Module) -> None:
+    """Swap every BatchNorm2d (recursively, in place) for GroupNorm with the same channels and affine init."""
+    for name, child in module.named_children():
+        if isinstance(child, nn.modules.batchnorm._BatchNorm):
+            c = child.num_features
+            setattr(module, name, nn.GroupNorm(_groups(c, 32), c, eps=child.eps, affine=True))
+        else:
+            _replace_batchnorm(child)
+
+
+def resnet18_encoder(embedding_dim: int = 128) -> nn.Module:
+    """ResNet-18 (``torchvision.models.resnet18(weights=None)``) as a fingerprint encoder.
+
+    Changes to the torchvision model: 1-channel 7x7/2 stem, every BatchNorm replaced by GroupNorm (32 groups,
+    or the largest divisor of the channel count below that), the classifier replaced by a linear projection to
+    ``embedding_dim``, output L2-normalised. No pretrained weights (none are available offline, and ImageNet
+    features would not fit 1-channel fingerprints without adaptation).
+    """
+    from torchvision.models import resnet18
+
+    if not isinstance(embedding_dim, int) or embedding_dim < 1:
+        raise ValueError(f"resnet18_encoder: embedding_dim must be a positive integer, got {embedding_dim!r}")
+    net = resnet18(weights=None)
+    net.conv1 = nn.Conv2d(1, 64, kernel_size=7, stride=2, padding=3, bias=False)
+    nn.init.kaiming_normal_(net.conv1.weight, mode="fan_out", nonlinearity="relu")
+    _replace_batchnorm(net)
+    net.fc = nn.Linear(net.fc.in_features, embedding_dim)
+    return _NormalizedEmbedding(net, embedding_dim)
+
+
+def build_encoder(name: str, embedding_dim: int = 128, **kwargs) -> nn.Module:
+    """Encoder by name: ``"compact"`` (:class:`CompactEncoder`, accepts ``width``) or ``"resnet18"``."""
+    if name == "compact":
+        return CompactEncoder(embedding_dim=embedding_dim, **kwargs)
+    if name == "resnet18":
+        if kwargs:
+            raise ValueError(f"build_encoder: 'resnet18' takes no extra options, got {sorted(kwargs)}")
+        return resnet18_encoder(embedding_dim=embedding_dim)
+    raise ValueError(f"build_encoder: unknown encoder name {name!r}; expected one of {ENCODERS}")
+
+
+class SiameseNet(nn.Module):
+    """Siamese network (seed 003 Fig. 2): both branches are the *same* encoder module, so weights are shared
+    by construction (one parameter set, gradients from both branches accumulate into it).
+
+    ``forward`` runs the encoder once per branch rather than on the concatenated pair batch: with GroupNorm
+    the result is identical, and separate calls keep the batch axis equal to the pair axis, which
+    per-sample-gradient tools (DP-SGD) rely on.
+    """
+
+    def __init__(self, encoder: nn.Module) -> None:
+        super().__init__()
+        self.encoder = encoder
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """f_theta(x): (N, 1, S, S) -> (N, d) unit-norm embeddings."""
+        return self.encoder(x)
+
+    def forward(self, x1: torch.Tensor, x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Embeddings (e1, e2) of the pair batches x1, x2 (each (N, 1, S, S))."""
+        if x1.shape[0] != x2.shape[0]:
+            raise ValueError(f"SiameseNet: x1 and x2 must hold the same number of images, got {x1.shape[0]} "
+                             f"and {x2.shape[0]}")
+        return self.encoder(x1), self.encoder(x2)
+
+    @staticmethod
+    def distance(e1: torch.Tensor, e2: torch.Tensor) -> torch.Tensor:
+        """Euclidean distance per pair; see :func:`distance`."""
+        return distance(e1, e2)

@@ -1,0 +1,44 @@
+"""Experiment config validation: defaults, type checks and errors that name the key."""
+
+import pytest
+
+from fedprint_config import ExperimentConfig, load_config, parse_config
+
+
+def test_defaults_round_trip():
+    cfg = parse_config({})
+    assert cfg == ExperimentConfig()
+    assert cfg.train.lr == pytest.approx(3e-4) and cfg.train.batch_size == 32
+    assert cfg.data.protocol == "open"
+
+
+def test_nested_sources_and_int_to_float(tmp_path):
+    p = tmp_path / "x.toml"
+    p.write_text(
+        '[run]\nname = "t"\n[[data.sources]]\nkind = "synth"\nprofile = "socofing"\nfingers = 5\n'
+        "[[data.sources]]\nkind = \"dataset\"\nlayout = \"fvc\"\nroot = \"/x\"\n[train]\nlr = 1\n"
+    )
+    cfg = load_config(p)
+    assert [s.kind for s in cfg.data.sources] == ["synth", "dataset"]
+    assert cfg.data.sources[0].profile == "socofing" and cfg.train.lr == 1.0
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"trian": {}}, "unknown key"),
+        ({"train": {"epochs": "5"}}, "train.epochs: expected int"),
+        ({"train": {"epochs": 0}}, "epochs"),
+        ({"data": {"protocol": "half"}}, "data.protocol"),
+        ({"data": {"sources": [{"kind": "dataset"}]}}, "layout"),
+        ({"partition": {"mode": "x"}}, "partition.mode"),
+    ],
+)
+def test_errors_name_the_key(table, message):
+    with pytest.raises(ValueError, match=message):
+        parse_config(table, source="exp.toml")
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="config file not found"):
+        load_config(tmp_path / "nope.toml")

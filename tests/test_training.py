@@ -1,0 +1,81 @@
+"""Local trainer, per-client data preparation and the local / centralized baselines on toy data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from client.baselines import evaluate_clients, train_centralized, train_local, union
+from client.evaluation import validation_accuracy
+from client.local_data import build_client_data
+from client.trainer import TrainConfig, pair_distances
+from models.preprocess import InputSpec
+from privacy.fpdfsn import FPDFSNParams
+from tests.conftest import stripe_records
+
+SPEC = InputSpec(size=32)
+
+
+def _client(records, name="c0", **kw):
+    return build_client_data(records, name=name, spec=SPEC, seed=0, progress=False, **kw)
+
+
+def test_client_data_is_consistent(toy_records):
+    data = _client(toy_records)
+    assert data.images.shape == (len(toy_records), 1, 32, 32)
+    train_ids = {toy_records[i].identity for i in data.split.train}
+    test_ids = {toy_records[i].identity for i in data.split.test}
+    assert not train_ids & test_ids  # open-set by default
+    assert data.train_pairs.n_genuine > 0 and data.test_pairs.n_genuine > 0
+    assert set(data.train_pairs.a) <= set(data.split.train)
+    assert data.fpdfsn_stats == {"enabled": False}
+
+
+def test_fpdfsn_is_applied_and_counted(toy_records, tmp_path):
+    data = _client(toy_records, fpdfsn=FPDFSNParams(beta=0.5), cache_dir=tmp_path)
+    plain = _client(toy_records)
+    assert data.fpdfsn_stats["enabled"] and data.fpdfsn_stats["images"] == len(toy_records)
+    assert data.fpdfsn_stats["cache_misses"] == len(toy_records)
+    assert not np.allclose(data.images.numpy(), plain.images.numpy())
+    again = _client(toy_records, fpdfsn=FPDFSNParams(beta=0.5), cache_dir=tmp_path)
+    assert again.fpdfsn_stats["cache_hits"] == len(toy_records)
+    assert np.array_equal(again.images.numpy(), data.images.numpy())
+
+
+def test_training_reduces_loss_and_separates_pairs():
+    records = stripe_records(n_fingers=10, n_impressions=4, size=32)
+    data = _client(records)
+    cfg = TrainConfig(epochs=6, lr=2e-3, seed=0)
+    net, hist = train_local(data, encoder="compact", embedding_dim=16, cfg=cfg, progress=False)
+    assert hist[-1]["loss"] < hist[0]["loss"]
+    d = pair_distances(net, data.images, data.train_pairs)
+    lab = data.train_pairs.label
+    assert d[lab == 1].mean() < d[lab == 0].mean()
+    assert 0.5 <= validation_accuracy(net, data) <= 1.0
+
+
+def test_training_is_deterministic(toy_records):
+    data = _client(toy_records)
+    cfg = TrainConfig(epochs=1, seed=3)
+    a, _ = train_local(data, encoder="compact", embedding_dim=8, cfg=cfg, progress=False)
+    b, _ = train_local(data, encoder="compact", embedding_dim=8, cfg=cfg, progress=False)
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        assert (pa == pb).all()
+
+
+def test_centralized_union_and_per_client_eval():
+    c1 = _client(stripe_records(domain="a", seed=1), name="a")
+    c2 = _client(stripe_records(domain="b", seed=2), name="b")
+    images, pairs = union([c1, c2])
+    assert len(images) == len(c1.images) + len(c2.images)
+    assert pairs.b.max() >= len(c1.images) and len(pairs) == len(c1.train_pairs) + len(c2.train_pairs)
+    net, _ = train_centralized([c1, c2], encoder="compact", embedding_dim=8,
+                               cfg=TrainConfig(epochs=1), progress=False)
+    rows = evaluate_clients(net, [c1, c2])
+    assert [r["client"] for r in rows] == ["a", "b"]
+    assert all(0.0 <= r["accuracy"] <= 1.0 and 0.0 <= r["eer"] <= 1.0 for r in rows)
+
+
+def test_bad_train_config():
+    with pytest.raises(ValueError, match="epochs"):
+        TrainConfig(epochs=0)
