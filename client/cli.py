@@ -1,0 +1,24 @@
+"""``fedprint train``: centralized or local-only training (the baselines of the federated methods)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _train(args: argparse.Namespace) -> int:
+    from client.train_run import run_training
+    from fedprint_config import load_config
+
+    run_dir = run_training(load_config(args.config), args.mode, progress=not args.quiet)
+    print(f"run directory: {run_dir}\nreport: {run_dir / 'report.md'}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train the Siamese verifier centrally or per client (baselines)")
+    p.add_argument("--mode", choices=("centralized", "local"), required=True,
+                   help="centralized: one model on the union of the clients' training data; "
+                        "local: one model per client on its own data")
+    p.add_argument("--config", required=True, help="experiment TOML (see experiments/)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_train)
