@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -128,6 +129,52 @@ class FPDFSNSection:
 
 
 @dataclass(frozen=True)
+class DPSection:
+    """``[dp]``: optional DP-SGD on local training (``client.dp_sgd``, Opacus); one *pair* is one record.
+
+    ``noise_multiplier`` (σ) and ``target_epsilon`` are alternatives: give at most one. With neither, σ = 1.0;
+    with ``target_epsilon``, σ is calibrated so that ``train.epochs`` epochs spend that ε at δ. ``delta`` left
+    unset is the largest power of ten strictly below 1 / (DP training pairs) of each trained model.
+    ``accountant``: "rdp" or "prv" (``client.dp_sgd.ACCOUNTANTS``).
+    """
+
+    enabled: bool = False
+    noise_multiplier: float | None = None
+    max_grad_norm: float = 1.0
+    delta: float | None = None
+    target_epsilon: float | None = None
+    accountant: str = "rdp"
+
+    def __post_init__(self) -> None:
+        def bad(key: str, expected: str) -> ValueError:
+            return ValueError(f"dp.{key}: expected {expected}, got {getattr(self, key)!r}")
+
+        if self.noise_multiplier is not None and self.target_epsilon is not None:
+            raise ValueError("dp.noise_multiplier / dp.target_epsilon: give at most one (target_epsilon "
+                             f"calibrates the noise), got {self.noise_multiplier!r} and {self.target_epsilon!r}")
+        if self.noise_multiplier is not None and not (math.isfinite(self.noise_multiplier)
+                                                      and self.noise_multiplier >= 0):
+            raise bad("noise_multiplier", "a finite number >= 0")
+        if not (math.isfinite(self.max_grad_norm) and self.max_grad_norm > 0):
+            raise bad("max_grad_norm", "a finite number > 0")
+        if self.delta is not None and not (0.0 < self.delta < 1.0):
+            raise bad("delta", "a number in (0, 1)")
+        if self.target_epsilon is not None and not (math.isfinite(self.target_epsilon)
+                                                    and self.target_epsilon > 0):
+            raise bad("target_epsilon", "a finite number > 0")
+        if self.accountant not in ("rdp", "prv"):
+            raise bad("accountant", "'rdp' or 'prv'")
+
+    def trainer_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``client.dp_sgd.train_siamese_dp`` (σ = 1.0 when neither σ nor ε is given)."""
+        sigma = self.noise_multiplier
+        if sigma is None and self.target_epsilon is None:
+            sigma = 1.0
+        return {"noise_multiplier": sigma, "max_grad_norm": self.max_grad_norm, "delta": self.delta,
+                "target_epsilon": self.target_epsilon, "accountant": self.accountant}
+
+
+@dataclass(frozen=True)
 class ExperimentConfig:
     run: RunSection = field(default_factory=RunSection)
     data: DataSection = field(default_factory=DataSection)
@@ -135,6 +182,7 @@ class ExperimentConfig:
     model: ModelSection = field(default_factory=ModelSection)
     train: TrainConfig = field(default_factory=TrainConfig)
     fpdfsn: FPDFSNSection = field(default_factory=FPDFSNSection)
+    dp: DPSection = field(default_factory=DPSection)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

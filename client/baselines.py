@@ -10,7 +10,8 @@ Both use exactly the clients' splits and pairs, so their numbers line up with th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,12 +30,25 @@ def new_encoder(name: str, embedding_dim: int, seed: int) -> nn.Module:
     return build_encoder(name, embedding_dim)
 
 
+def _fit(net: nn.Module, images: torch.Tensor, pairs: PairSet, cfg: TrainConfig, dp: Mapping[str, Any] | None,
+         progress: bool, desc: str) -> list[dict]:
+    if dp is None:
+        return train_siamese(net, images, pairs, cfg, progress=progress, desc=desc)
+    from client.dp_sgd import train_siamese_dp  # imports Opacus only when DP is asked for
+
+    history, _ = train_siamese_dp(net, images, pairs, cfg, progress=progress, desc=desc, **dp)
+    return history
+
+
 def train_local(data: ClientData, *, encoder: str, embedding_dim: int, cfg: TrainConfig,
-                progress: bool = True) -> tuple[nn.Module, list[dict]]:
-    """Train a fresh encoder on one client's training pairs; returns it and the per-epoch history."""
+                progress: bool = True, dp: Mapping[str, Any] | None = None) -> tuple[nn.Module, list[dict]]:
+    """Train a fresh encoder on one client's training pairs; returns it and the per-epoch history.
+
+    ``dp``: None for plain training, or keyword arguments of :func:`client.dp_sgd.train_siamese_dp`
+    (``DPSection.trainer_kwargs()``) to train with DP-SGD; history rows then carry the cumulative accounting.
+    """
     net = new_encoder(encoder, embedding_dim, cfg.seed)
-    history = train_siamese(net, data.images, data.train_pairs, cfg, progress=progress, desc=data.name)
-    return net, history
+    return net, _fit(net, data.images, data.train_pairs, cfg, dp, progress, data.name)
 
 
 def union(clients: Sequence[ClientData]) -> tuple[torch.Tensor, PairSet]:
@@ -50,12 +64,11 @@ def union(clients: Sequence[ClientData]) -> tuple[torch.Tensor, PairSet]:
 
 
 def train_centralized(clients: Sequence[ClientData], *, encoder: str, embedding_dim: int, cfg: TrainConfig,
-                      progress: bool = True) -> tuple[nn.Module, list[dict]]:
-    """Train one encoder on the union of all clients' training pairs."""
+                      progress: bool = True, dp: Mapping[str, Any] | None = None) -> tuple[nn.Module, list[dict]]:
+    """Train one encoder on the union of all clients' training pairs (``dp`` as in :func:`train_local`)."""
     images, pairs = union(clients)
     net = new_encoder(encoder, embedding_dim, cfg.seed)
-    history = train_siamese(net, images, pairs, cfg, progress=progress, desc="centralized")
-    return net, history
+    return net, _fit(net, images, pairs, cfg, dp, progress, "centralized")
 
 
 def evaluate_clients(net: nn.Module, clients: Sequence[ClientData]) -> list[dict]:

@@ -2,7 +2,9 @@
 
 Run directory contents: ``config.json`` (resolved config + input pipeline), ``clients.csv`` (data per client),
 ``history.csv`` (loss per epoch and model), ``metrics.csv`` / ``metrics.json`` (test metrics per client),
-``roc_<model>.csv`` and ``roc.png``, ``checkpoint_<model>.pt`` and ``report.md``.
+``roc_<model>.csv`` and ``roc.png``, ``checkpoint_<model>.pt`` and ``report.md``. With ``[dp] enabled = true``
+every model trains with DP-SGD (``client.dp_sgd``); ``metrics.json`` and the report then carry each model's
+privacy accounting (ε at δ, σ, C, sampling rate, steps) and the group-privacy caveat of record = pair.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from privacy.fpdfsn import FPDFSNParams
 from server.rundir import markdown_table, new_run_dir, write_csv, write_json, write_text
 
 MODES = ("centralized", "local")
+DP_COLUMNS = ["model", "epsilon", "delta", "noise_multiplier", "max_grad_norm", "sample_rate", "steps", "accountant",
+              "pairs"]
 METRIC_COLUMNS = ["client", "domain", "accuracy", "precision", "recall", "f1", "roc_auc", "eer", "fmr100",
                   "fmr1000", "n_genuine", "n_impostor", "threshold"]
 
@@ -65,7 +69,7 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
     write_csv(run_dir / "clients.csv", [c.summary() for c in clients])
     train_cfg = replace(cfg.train, seed=cfg.run.seed)
     kw = {"encoder": cfg.model.encoder, "embedding_dim": cfg.model.embedding_dim, "cfg": train_cfg,
-          "progress": progress}
+          "progress": progress, "dp": cfg.dp.trainer_kwargs() if cfg.dp.enabled else None}
     if mode == "centralized":
         net, hist = train_centralized(clients, **kw)
         models = {"centralized": (net, clients, hist)}
@@ -91,19 +95,46 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
     write_csv(run_dir / "history.csv", history)
     write_csv(run_dir / "metrics.csv", rows)
     avg = {k: float(np.mean([r[k] for r in rows])) for k in ("accuracy", "eer", "roc_auc", "fmr100")}
-    write_json(run_dir / "metrics.json", {"per_client": rows, "average": avg, "train_seconds": t_train})
+    dp = dp_summary(cfg, {name: hist for name, (_, _, hist) in models.items()})
+    write_json(run_dir / "metrics.json", {"per_client": rows, "average": avg, "train_seconds": t_train, "dp": dp})
     plot_roc(run_dir / "roc.png", curves, title=f"{cfg.run.name} ({mode}) — test pairs")
-    write_text(run_dir / "report.md", _report(cfg, mode, clients, rows, avg, history, t_train))
+    write_text(run_dir / "report.md", _report(cfg, mode, clients, rows, avg, history, t_train, dp))
     return run_dir
 
 
-def _report(cfg, mode, clients, rows, avg, history, seconds) -> str:
+def dp_summary(cfg: ExperimentConfig, histories: dict[str, list[dict]]) -> dict:
+    """``metrics.json["dp"]``: ``{"enabled": False}``, or the final accounting of every model (the last history
+    row of :func:`client.dp_sgd.train_siamese_dp`), the record unit and the group-privacy statement."""
+    if not cfg.dp.enabled:
+        return {"enabled": False}
+    from client.dp_sgd import GROUP_PRIVACY_NOTE
+
+    per_model = [{"model": name, **{k: hist[-1][k] for k in DP_COLUMNS[1:]}} for name, hist in histories.items()]
+    return {"enabled": True, "record": "pair", "target_epsilon": cfg.dp.target_epsilon, "per_model": per_model,
+            "max_epsilon": max(r["epsilon"] for r in per_model), "group_privacy": GROUP_PRIVACY_NOTE}
+
+
+def _dp_section(dp: dict) -> str:
+    if not dp["enabled"]:
+        return ""
+    target = f" (σ calibrated for target ε = {dp['target_epsilon']})" if dp["target_epsilon"] else ""
+    return ("## Differential privacy (DP-SGD, Opacus)\n\n"
+            f"Every model trained with DP-SGD on a fixed pair set drawn once, Poisson-sampled{target}; ε is "
+            "Opacus's accountant at the listed δ after all steps.\n\n"
+            + markdown_table([{**r, "delta": f"{r['delta']:.3g}"} for r in dp["per_model"]], DP_COLUMNS)
+            + f"\n**Unit of privacy.** {dp['group_privacy']}\n\n")
+
+
+def _report(cfg, mode, clients, rows, avg, history, seconds, dp) -> str:
     fp = "FP-DFSN on (perturbation, not differential privacy)" if cfg.fpdfsn.enabled else "FP-DFSN off"
+    dp_line = (f"; **DP-SGD on** (max ε = {dp['max_epsilon']:.3g}, see below)" if dp["enabled"]
+               else "; DP-SGD off")
+    loss_cols = ["model", "epoch", "loss", "pairs"] + (["epsilon"] if dp["enabled"] else [])
     return (
         f"# {cfg.run.name}: {mode} training\n\n"
         f"- encoder `{cfg.model.encoder}` (d = {cfg.model.embedding_dim}), input {cfg.model.input_size} px, "
         f"{cfg.train.epochs} epochs, Adam lr {cfg.train.lr}, batch {cfg.train.batch_size}, "
-        f"margin {cfg.train.margin}; {fp}\n"
+        f"margin {cfg.train.margin}; {fp}{dp_line}\n"
         f"- split protocol: **{cfg.data.protocol}-set** (open-set: test fingers never seen in training); "
         "decision threshold chosen on each client's validation pairs, never on test pairs\n"
         f"- wall time (data + training): {seconds:.0f} s\n\n"
@@ -116,6 +147,7 @@ def _report(cfg, mode, clients, rows, avg, history, seconds) -> str:
         + f"\nAverage over clients: accuracy {avg['accuracy']:.4f}, EER {avg['eer']:.4f}, "
           f"ROC AUC {avg['roc_auc']:.4f}, FNMR@FMR1% {avg['fmr100']:.4f}\n\n"
         "## Training loss\n\n"
-        + markdown_table(history, ["model", "epoch", "loss", "pairs"])
-        + "\n![ROC](roc.png)\n"
+        + markdown_table(history, loss_cols)
+        + "\n" + _dp_section(dp)
+        + "![ROC](roc.png)\n"
     )

@@ -1,0 +1,192 @@
+"""DP-SGD local trainer (client.dp_sgd): per-pair gradients, clipping, accounting, config and `fedprint train`."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from opacus import GradSampleModule
+
+from client.dp_sgd import (
+    ACCOUNTANTS,
+    GRAD_SAMPLE_MODE,
+    GROUP_PRIVACY_NOTE,
+    PairDistance,
+    default_delta,
+    dp_pair_set,
+    make_dp_trainer,
+    train_siamese_dp,
+)
+from client.local_data import build_client_data
+from client.trainer import TrainConfig
+from fedprint_cli import main
+from fedprint_config import DPSection, parse_config
+from models.loss import contrastive_loss_from_distance
+from models.preprocess import InputSpec
+from models.siamese import CompactEncoder
+from tests.conftest import stripe_records
+from tests.test_train_run import dataset_config  # noqa: F401  (fixture)
+
+pytestmark = [pytest.mark.filterwarnings("ignore:.*Full backward hook:UserWarning"),
+              pytest.mark.filterwarnings("ignore:Secure RNG turned off:UserWarning")]
+
+
+@pytest.fixture(scope="module")
+def client():
+    return build_client_data(stripe_records(n_fingers=6, n_impressions=4, size=32), name="c0",
+                             spec=InputSpec(size=32), seed=0, progress=False)
+
+
+def _encoder(seed: int = 0) -> CompactEncoder:
+    torch.manual_seed(seed)
+    return CompactEncoder(embedding_dim=8, width=8)
+
+
+def _train(client, epochs=2, **dp):
+    cfg = TrainConfig(epochs=epochs, batch_size=8, seed=0)
+    return train_siamese_dp(_encoder(), client.images, client.train_pairs, cfg, progress=False, **dp)
+
+
+def test_per_sample_gradients_are_per_pair():
+    """Opacus's per-sample gradient of the pair loss equals a per-pair autograd loop (two encoder calls)."""
+    enc = _encoder()
+    for m in enc.modules():  # as make_dp_trainer does
+        if hasattr(m, "inplace"):
+            m.inplace = False
+    gsm = GradSampleModule(PairDistance(enc), batch_first=True, loss_reduction="mean",
+                           force_functorch=GRAD_SAMPLE_MODE == "functorch")
+    g = torch.Generator().manual_seed(1)
+    x1, x2 = torch.randn(6, 1, 32, 32, generator=g), torch.randn(6, 1, 32, 32, generator=g)
+    y = torch.tensor([1.0, 0, 1, 0, 0, 1])
+    contrastive_loss_from_distance(gsm(x1, x2), y).backward()
+    params = dict(enc.named_parameters())
+    samples = {n: p.grad_sample.clone() for n, p in params.items()}
+    ref = PairDistance(enc)
+    for i in range(6):
+        loss = contrastive_loss_from_distance(ref(x1[i:i + 1], x2[i:i + 1]), y[i:i + 1])
+        grads = torch.autograd.grad(loss, list(params.values()))
+        for (n, _), gi in zip(params.items(), grads, strict=True):
+            torch.testing.assert_close(samples[n][i], gi, atol=1e-4, rtol=1e-3)
+    # Stacked (N, 2, C, S, S) input gives the same distances.
+    torch.testing.assert_close(ref(torch.stack([x1, x2], dim=1)), ref(x1, x2))
+
+
+def test_fixed_pair_set_is_balanced_and_seeded(client):
+    cfg = TrainConfig(seed=4, impostor_ratio=1.0)
+    a, b = dp_pair_set(client.train_pairs, cfg), dp_pair_set(client.train_pairs, cfg)
+    assert a.n_genuine == client.train_pairs.n_genuine == a.n_impostor
+    assert np.array_equal(a.a, b.a) and np.array_equal(a.b, b.b)
+    capped = dp_pair_set(client.train_pairs, TrainConfig(seed=4, max_pairs_per_epoch=5))
+    assert len(capped) == 5
+
+
+def test_default_delta_is_a_power_of_ten_below_one_over_n():
+    assert default_delta(3000) == pytest.approx(1e-4)
+    assert default_delta(1000) == pytest.approx(1e-4)
+    assert default_delta(24) == pytest.approx(1e-2)
+    with pytest.raises(ValueError, match="n_records"):
+        default_delta(0)
+
+
+def test_epsilon_is_finite_positive_and_grows_with_epochs(client):
+    history, acc = _train(client, epochs=3, noise_multiplier=1.0)
+    eps = [h["epsilon"] for h in history]
+    assert all(np.isfinite(eps)) and eps[0] > 0
+    assert eps[0] < eps[1] < eps[2] == pytest.approx(acc["epsilon"])
+    assert acc["record"] == "pair" and acc["delta"] == default_delta(acc["pairs"])
+    assert acc["steps"] == history[-1]["steps"] == 3 * round(1 / acc["sample_rate"])
+    assert acc["sample_rate"] == pytest.approx(1 / np.ceil(acc["pairs"] / 8))
+
+
+def test_more_noise_gives_smaller_epsilon(client):
+    _, low = _train(client, epochs=1, noise_multiplier=0.8)
+    _, high = _train(client, epochs=1, noise_multiplier=2.0)
+    assert high["epsilon"] < low["epsilon"]
+
+
+def test_target_epsilon_calibrates_noise(client):
+    _, acc = _train(client, epochs=2, noise_multiplier=None, target_epsilon=5.0, delta=1e-3)
+    assert acc["epsilon"] == pytest.approx(5.0, rel=0.05)
+    assert acc["noise_multiplier"] > 0
+
+
+def test_per_pair_gradients_are_clipped(client):
+    """σ = 0 and a tiny C: every per-pair gradient exceeds C, and the summed update is at most |batch| · C."""
+    clip = 1e-3
+    trainer = make_dp_trainer(_encoder(), client.images, client.train_pairs, TrainConfig(batch_size=8, seed=0),
+                              noise_multiplier=0.0, max_grad_norm=clip)
+    seen = []
+    inner = trainer.optimizer.original_optimizer
+    step = inner.step
+
+    def spy(*args, **kwargs):
+        params = [p for p in trainer.module.parameters() if p.grad is not None]
+        n = len(params[0].grad_sample)
+        raw = torch.stack([p.grad_sample.reshape(n, -1).norm(dim=1) for p in params], 1).norm(dim=1)
+        # p.grad = clipped sum / expected batch size (σ = 0: no noise)
+        summed = torch.cat([p.grad.reshape(-1) for p in params]).norm() * trainer.optimizer.expected_batch_size
+        seen.append((n, float(raw.min()), float(summed)))
+        return step(*args, **kwargs)
+
+    inner.step = spy
+    for a, b, y in trainer.loader:
+        if len(y):
+            trainer.step(a, b, y)
+    trainer.close()
+    assert seen
+    for n, raw_min, summed in seen:
+        assert raw_min > clip  # clipping was active for every pair
+        assert summed <= n * clip * (1 + 1e-4)
+    assert not hasattr(next(trainer.encoder.parameters()), "grad_sample")  # hooks and buffers removed
+
+
+def test_empty_poisson_batch_is_a_noise_only_step(client):
+    trainer = make_dp_trainer(_encoder(), client.images, client.train_pairs, TrainConfig(batch_size=8, seed=0),
+                              noise_multiplier=1.0, max_grad_norm=1.0)
+    before = [p.detach().clone() for p in trainer.encoder.parameters()]
+    empty = torch.zeros(0, dtype=torch.int64)
+    assert trainer.step(empty, empty, torch.zeros(0)) is None
+    assert trainer.steps == 1 and trainer.epsilon() > 0  # the accountant counted the step
+    assert any(not torch.equal(b, p) for b, p in zip(before, trainer.encoder.parameters(), strict=True))
+    trainer.close()
+
+
+@pytest.mark.parametrize(("table", "key"), [
+    ({"max_grad_norm": 0.0}, "dp.max_grad_norm"),
+    ({"noise_multiplier": -1.0}, "dp.noise_multiplier"),
+    ({"delta": 1.5}, "dp.delta"),
+    ({"target_epsilon": 0}, "dp.target_epsilon"),
+    ({"accountant": "gdp"}, "dp.accountant"),
+    ({"noise_multiplier": 1.0, "target_epsilon": 3.0}, "dp.noise_multiplier / dp.target_epsilon"),
+])
+def test_bad_dp_config_names_the_key(table, key):
+    with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+        parse_config({"dp": {"enabled": True, **table}}, source="exp.toml")
+
+
+def test_dp_config_defaults_and_kwargs():
+    assert DPSection().trainer_kwargs()["noise_multiplier"] == 1.0
+    kw = DPSection(target_epsilon=4.0).trainer_kwargs()
+    assert kw["noise_multiplier"] is None and kw["target_epsilon"] == 4.0
+    assert DPSection.__dataclass_fields__["accountant"].default in ACCOUNTANTS
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        make_dp_trainer(_encoder(), torch.zeros(2, 1, 32, 32), None, TrainConfig(), noise_multiplier=None)
+
+
+def test_fedprint_train_with_dp(dataset_config, tmp_path):  # noqa: F811
+    cfg = dataset_config
+    cfg.write_text(cfg.read_text() + "[dp]\nenabled = true\nnoise_multiplier = 1.1\nmax_grad_norm = 0.5\n")
+    assert main(["train", "--mode", "local", "--config", str(cfg), "--quiet"]) == 0
+    (run_dir,) = (tmp_path / "runs").glob("toy-local-*")
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    dp = metrics["dp"]
+    assert dp["enabled"] and dp["record"] == "pair" and len(dp["per_model"]) == 2
+    for row in dp["per_model"]:
+        assert 0 < row["epsilon"] < float("inf")
+        assert row["noise_multiplier"] == 1.1 and row["max_grad_norm"] == 0.5 and row["steps"] >= 1
+        assert 0 < row["delta"] < 1 / row["pairs"] and 0 < row["sample_rate"] <= 1
+    report = (run_dir / "report.md").read_text()
+    assert GROUP_PRIVACY_NOTE in report and "DP-SGD on" in report
+    assert 0.0 <= metrics["average"]["eer"] <= 1.0
