@@ -12,7 +12,7 @@ import importlib
 import sys
 
 #: Modules that contribute subcommands, in help order.
-SUBCOMMANDS = ["data.cli", "client.cli"]
+SUBCOMMANDS = ["data.cli", "client.cli", "server.cli"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,186 @@
+"""FedPrint Flower ClientApp: AFFR local step (seed 003 Alg. 1, client side) and test-pair evaluation.
+
+``train`` (one AFFR / FedAvg / FedProx round on this node):
+
+1. load the global arrays θ_g^t into a fresh encoder;
+2. generalization gap on the node's validation pairs (Eq. 5, see *gap sign* below);
+3. E local epochs (``train.epochs``) of contrastive training on the node's FP-DFSN-processed training pairs
+   (plus FedProx's proximal term when the server sends ``proximal-mu`` > 0);
+4. reply: one ArrayRecord ``arrays`` (θ_i^t), one MetricRecord ``metrics`` with ``num-examples`` (training
+   images), ``gap``, ``val-acc-before`` (Acc(θ_g^t)), ``val-acc-after`` (Acc(θ_i^t)), ``train-loss`` (last
+   epoch), ``fpdfsn-without-minutiae``, ``fpdfsn-mean-minutiae``; and one ConfigRecord ``client`` naming the
+   node (``name``, ``domain``, ``client-id``) so the server's reports can say which institution did what.
+
+``evaluate``: verification metrics of the received global model on the node's test pairs, threshold chosen on
+its validation pairs (``accuracy``, ``eer``, ``roc-auc``, ``fmr100``, ``num-examples`` = test pairs).
+
+Gap sign (deviation from the printed Eq. 5). Seed 003 prints G_i = Acc(θ_g^t) − Acc(θ_i^{t−1}); its text
+(Sec. 3.2: "a larger generalization gap ... the global model generalizes less effectively on client i's
+data") and the method it follows (FedDG-GA: loss(global) − loss(local)) mean the opposite orientation, which
+is also what the AFFR weight rule needs to favour poorly served clients. This client reports
+
+    G_i = Acc(θ_i^{t−1}) − Acc(θ_g^t)      on its validation pairs,
+
+positive when the global model does worse here than this client's own previous model. In a node's first round
+there is no θ_i^{t−1}: G_i = 0. Acc(θ_i^{t−1}) is deterministic (eval mode, fixed validation pairs), so it is
+exactly the ``val-acc-after`` of the node's previous round: the node keeps that value, with the round and a
+fingerprint of its validation data, in its persistent ``context.state`` instead of re-evaluating a stored copy
+of the model (identical number, one forward pass less per round).
+
+Configuration comes from the flat Flower run config (``experiment``, ``base-dir``, ``client-threads``) and the
+node config (see :mod:`client.node_data`). :func:`make_client_app` takes explicit defaults for in-process use
+(``fedprint simulate``, tests), where Flower's ``run_simulation`` has no run config.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from client.baselines import new_encoder
+from client.evaluation import evaluate_on_pairs, validation_accuracy
+from client.local_data import ClientData
+from client.node_data import node_client_data, with_base_dir
+from client.proximal import ProximalAdam
+from client.trainer import train_siamese
+from fedprint_config import ExperimentConfig
+from server.experiment import FederationConfig, load_experiment, resolve_experiment
+
+#: Run-config keys the ClientApp reads, with their defaults.
+CLIENT_DEFAULTS: dict[str, Any] = {"experiment": "demo", "base-dir": "", "client-threads": 1}
+
+#: Key of the persistent state record holding the previous local model's validation accuracy.
+STATE_KEY = "affr-local"
+
+
+def settings(run_config: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Effective app settings: built-in defaults < Flower run config < explicit ``defaults``."""
+    return {**CLIENT_DEFAULTS, **dict(run_config), **dict(defaults or {})}
+
+
+def experiment(conf: Mapping[str, Any]) -> tuple[ExperimentConfig, FederationConfig, str, str | None]:
+    """Load the experiment named in ``conf``: config, federation section, cache key, base dir."""
+    base_dir = str(conf.get("base-dir") or "") or None
+    path = resolve_experiment(str(conf["experiment"]), base_dir)
+    cfg, fed = load_experiment(path)
+    return with_base_dir(cfg, base_dir or Path.cwd()), fed, f"{path}@{path.stat().st_mtime_ns}", base_dir
+
+
+def _data_fingerprint(data: ClientData) -> float:
+    """A cheap identifier of the validation data, so a stored accuracy is only reused on the same pairs."""
+    return float(len(data.val_pairs) * 1_000_003 + int(data.val_pairs.a.sum()) + 7 * int(data.val_pairs.b.sum()))
+
+
+def previous_local_accuracy(state: RecordDict, data: ClientData, server_round: int) -> float | None:
+    """Acc(θ_i^{t−1}) kept from this node's last round, or None (first round, or the data changed)."""
+    if STATE_KEY not in state.metric_records:
+        return None
+    rec = state.metric_records[STATE_KEY]
+    if rec["fingerprint"] != _data_fingerprint(data) or int(rec["round"]) >= server_round:
+        return None
+    return float(rec["val-acc"])
+
+
+def train_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any] | None = None,
+                  gap_offset: Mapping[int, float] | None = None) -> Message:
+    """The ``@app.train`` handler (see module docstring). ``gap_offset`` (client id -> value) is a test
+    hook that adds a fixed amount to a client's reported gap after the first round."""
+    conf = settings(context.run_config, defaults)
+    torch.set_num_threads(int(conf["client-threads"]))
+    cfg, _, key, base_dir = experiment(conf)
+    data, client_id = node_client_data(cfg, context.node_config, experiment_key=key, base_dir=base_dir)
+    server_round = int(msg.content["config"].get("server-round", 1))
+    mu = float(msg.content["config"].get("proximal-mu", 0.0))
+
+    net = new_encoder(cfg.model.encoder, cfg.model.embedding_dim, cfg.run.seed)
+    net.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    acc_global = validation_accuracy(net, data)
+    acc_prev = previous_local_accuracy(context.state, data, server_round)
+    gap = 0.0 if acc_prev is None else acc_prev - acc_global
+    if acc_prev is not None and gap_offset:
+        gap += float(gap_offset.get(client_id, 0.0))
+
+    # A different sampling seed every round and client, reproducible from (run seed, round, client).
+    tcfg = replace(cfg.train, seed=cfg.train.seed + 10_007 * server_round + client_id)
+    anchor = [p.detach().clone() for p in net.parameters()]
+    opt = ProximalAdam(net.parameters(), anchor, mu=mu, lr=tcfg.lr)
+    history = train_siamese(net, data.images, data.train_pairs, tcfg, optimizer=opt, progress=False,
+                            desc=data.name)
+    acc_local = validation_accuracy(net, data)
+    context.state[STATE_KEY] = MetricRecord({"val-acc": acc_local, "round": server_round,
+                                             "fingerprint": _data_fingerprint(data)})
+
+    stats = data.fpdfsn_stats
+    metrics = {
+        "num-examples": data.num_train_examples,
+        "gap": float(gap),
+        "val-acc-before": float(acc_global),
+        "val-acc-after": float(acc_local),
+        "train-loss": float(history[-1]["loss"]),
+        "fpdfsn-without-minutiae": int(stats.get("without_minutiae", 0)),
+        "fpdfsn-mean-minutiae": float(stats.get("mean_minutiae", 0.0)),
+    }
+    content = RecordDict({"arrays": ArrayRecord(net.state_dict()), "metrics": MetricRecord(metrics),
+                          "client": _identity(data, client_id)})
+    return Message(content=content, reply_to=msg)
+
+
+def evaluate_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any] | None = None) -> Message:
+    """The ``@app.evaluate`` handler: metrics of the received model on this node's test pairs."""
+    conf = settings(context.run_config, defaults)
+    torch.set_num_threads(int(conf["client-threads"]))
+    cfg, _, key, base_dir = experiment(conf)
+    data, client_id = node_client_data(cfg, context.node_config, experiment_key=key, base_dir=base_dir)
+    net = new_encoder(cfg.model.encoder, cfg.model.embedding_dim, cfg.run.seed)
+    net.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    m, _ = evaluate_on_pairs(net, data)
+    metrics = {"accuracy": m["accuracy"], "eer": m["eer"], "roc-auc": m["roc_auc"], "fmr100": m["fmr100"],
+               "num-examples": len(data.test_pairs)}
+    bad = [k for k, v in metrics.items() if not math.isfinite(float(v))]
+    if bad:
+        raise ValueError(f"client {data.name!r}: non-finite evaluation metric(s) {bad}")
+    content = RecordDict({"metrics": MetricRecord(metrics), "client": _identity(data, client_id)})
+    return Message(content=content, reply_to=msg)
+
+
+def _identity(data: ClientData, client_id: int) -> ConfigRecord:
+    return ConfigRecord({"name": data.name, "domain": data.domain, "client-id": int(client_id)})
+
+
+def make_client_app(defaults: Mapping[str, Any] | None = None,
+                    gap_offset: Mapping[int, float] | None = None) -> ClientApp:
+    """A ClientApp whose settings default to ``defaults`` (over the Flower run config).
+
+    Parameters
+    ----------
+    defaults : mapping, optional
+        Run-config style settings (``experiment``, ``base-dir``, ``client-threads``) that take precedence
+        over the Flower run config (``run_simulation`` passes none).
+    gap_offset : mapping client id -> float, optional
+        Test hook: added to the reported gap from a node's second round on (plain data, so the app pickles
+        into simulation workers).
+    """
+    defaults = dict(defaults or {})
+    offsets = {int(k): float(v) for k, v in (gap_offset or {}).items()}
+    capp = ClientApp()
+
+    @capp.train()
+    def train(msg: Message, context: Context) -> Message:
+        return train_handler(msg, context, defaults=defaults, gap_offset=offsets)
+
+    @capp.evaluate()
+    def evaluate(msg: Message, context: Context) -> Message:
+        return evaluate_handler(msg, context, defaults=defaults)
+
+    return capp
+
+
+#: The app ``flwr run .`` loads (``[tool.flwr.app.components] clientapp = "client.client_app:app"``).
+app = make_client_app()

@@ -1,0 +1,43 @@
+"""``fedprint simulate``: the experiment runner's command line (see :mod:`server.simulate`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from server.experiment import METHODS
+
+
+def _methods(text: str) -> list[str]:
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in names if m not in METHODS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated subset of {','.join(METHODS)}, got {text!r}")
+    return names
+
+
+def register(subparsers) -> None:
+    """Add ``simulate`` to the ``fedprint`` dispatcher."""
+    p = subparsers.add_parser(
+        "simulate", help="run local / centralized / FedAvg / FedProx / AFFR on one experiment",
+        description="Run the listed methods on the same clients, splits and seeds (federated ones through the "
+                    "Flower ServerApp/ClientApp in Flower's simulation runtime) and write one run directory with "
+                    "config, per-round metrics, checkpoints, plots and report.md.")
+    p.add_argument("--config", required=True,
+                   help="experiment TOML, or the name of a shipped one (demo, three_domains, "
+                        "ten_clients_beta_iid, ten_clients_beta_niid, step_ablation)")
+    p.add_argument("--methods", type=_methods, default=None,
+                   help=f"comma-separated subset of {','.join(METHODS)} (default: the experiment's "
+                        "[federation] methods)")
+    p.add_argument("--rounds", type=int, default=None, help="server rounds T (default: [federation] rounds)")
+    p.add_argument("--out", default=None, help="parent folder of the run directory (default: [run] out)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from server.simulate import simulate
+
+    if args.rounds is not None and args.rounds < 1:
+        raise ValueError(f"--rounds: expected an integer >= 1, got {args.rounds}")
+    simulate(args.config, methods=args.methods, rounds=args.rounds, out=args.out, progress=not args.quiet)
+    return 0

@@ -1,0 +1,151 @@
+"""Experiment files of federated runs: the ``[federation]`` table, and finding a shipped experiment by name.
+
+An experiment TOML is an :class:`fedprint_config.ExperimentConfig` plus an optional ``[federation]`` table
+(rounds, methods, AFFR step / step sweep, FedProx μ, timeouts). The table is split off here before the rest is
+validated by :func:`fedprint_config.parse_config`, so the data/model/train configuration stays one schema for
+every way FedPrint trains.
+
+Both Flower apps receive the experiment through the flat Flower run config (``experiment = "demo"`` or a path):
+:func:`resolve_experiment` looks for a path first, then for a shipped file in ``<project>/experiments/``, which
+is part of the FAB (``flwr run .`` packages ``**/*.toml``) and of the source tree.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from fedprint_config import ExperimentConfig, parse_config
+
+#: Folder of the shipped experiment TOMLs (next to the ``server`` package, in the FAB and the source tree).
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "experiments"
+
+#: Methods the runner knows: local-only and centralized baselines, and the three Flower strategies.
+METHODS = ("local", "centralized", "fedavg", "fedprox", "affr")
+FEDERATED = ("fedavg", "fedprox", "affr")
+
+
+@dataclass(frozen=True)
+class FederationConfig:
+    """``[federation]``: how the federated methods run.
+
+    Attributes
+    ----------
+    rounds : int
+        Server rounds T (seed 003: 20; cross-dataset 40). Local-only and centralized baselines train for
+        ``rounds * train.epochs`` epochs, the same number of passes a federated client makes.
+    methods : tuple of str
+        Methods `fedprint simulate` runs by default (subset of :data:`METHODS`).
+    step : float
+        AFFR base step size d (Table 7 best: 0.8).
+    steps : tuple of float
+        Step-size ablation: when non-empty, "affr" runs once per value (method names ``affr-d0.2`` ...).
+    proximal_mu : float
+        FedProx proximal weight μ.
+    fraction_train, fraction_evaluate : float
+        Fraction of nodes sampled per round (1.0: all).
+    timeout : float
+        Seconds the server waits for replies in one round (always finite: a crashed client pool must not
+        block the run for an hour).
+    client_threads : int
+        torch threads per client process.
+    """
+
+    rounds: int = 20
+    methods: tuple[str, ...] = METHODS
+    step: float = 0.8
+    steps: tuple[float, ...] = ()
+    proximal_mu: float = 0.01
+    fraction_train: float = 1.0
+    fraction_evaluate: float = 1.0
+    timeout: float = 600.0
+    client_threads: int = 1
+
+    def __post_init__(self) -> None:
+        if self.rounds < 1:
+            raise ValueError(f"federation.rounds: expected an integer >= 1, got {self.rounds}")
+        bad = [m for m in self.methods if m not in METHODS]
+        if bad or not self.methods:
+            raise ValueError(f"federation.methods: expected a non-empty subset of {METHODS}, got {self.methods}")
+        for name, value in [("step", self.step), *[(f"steps[{i}]", s) for i, s in enumerate(self.steps)],
+                            ("proximal_mu", self.proximal_mu)]:
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"federation.{name}: expected a finite number >= 0, got {value}")
+        for name in ("fraction_train", "fraction_evaluate"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"federation.{name}: expected a value in (0, 1], got {getattr(self, name)}")
+        if not self.timeout > 0 or not math.isfinite(self.timeout):
+            raise ValueError(f"federation.timeout: expected finite seconds > 0, got {self.timeout}")
+        if self.client_threads < 1:
+            raise ValueError(f"federation.client_threads: expected >= 1, got {self.client_threads}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _federation(table: dict[str, Any], source: str) -> FederationConfig:
+    known = {f.name: f for f in fields(FederationConfig)}
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise ValueError(f"{source}: federation: unknown key(s) {unknown}; expected some of {sorted(known)}")
+    kwargs: dict[str, Any] = {}
+    for key, value in table.items():
+        default = getattr(FederationConfig, key)
+        if isinstance(default, tuple):
+            if not isinstance(value, list):
+                raise ValueError(f"{source}: federation.{key}: expected an array, got {value!r}")
+            value = tuple(float(v) if key == "steps" and isinstance(v, int) else v for v in value)
+        elif isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        elif type(value) is not type(default):
+            raise ValueError(f"{source}: federation.{key}: expected {type(default).__name__}, got {value!r}")
+        kwargs[key] = value
+    try:
+        return FederationConfig(**kwargs)
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}") from None
+
+
+def parse_experiment(table: dict[str, Any], *, source: str = "<config>"
+                     ) -> tuple[ExperimentConfig, FederationConfig]:
+    """Split off ``[federation]`` and validate both parts."""
+    table = dict(table)
+    fed = table.pop("federation", {})
+    if not isinstance(fed, dict):
+        raise ValueError(f"{source}: federation: expected a table")
+    return parse_config(table, source=source), _federation(fed, source)
+
+
+def resolve_experiment(name_or_path: str | Path, base_dir: str | Path | None = None) -> Path:
+    """The experiment TOML meant by ``name_or_path``.
+
+    Tried in order: the path itself (relative paths against ``base_dir``, default the working directory);
+    then ``<project>/experiments/<name>`` and ``<project>/experiments/<name>.toml`` (shipped experiments).
+    """
+    text = str(name_or_path)
+    if not text:
+        raise ValueError("experiment: expected a path to an experiment TOML or the name of a shipped one")
+    path = Path(text)
+    if not path.is_absolute() and base_dir is not None:
+        path = Path(base_dir) / path
+    candidates = [path, SHIPPED_DIR / text, SHIPPED_DIR / f"{text}.toml", SHIPPED_DIR / Path(text).name]
+    for cand in candidates:
+        if cand.is_file():
+            return cand.resolve()
+    shipped = sorted(p.stem for p in SHIPPED_DIR.glob("*.toml"))
+    raise FileNotFoundError(f"experiment {text!r}: no such file, and not a shipped experiment {shipped}")
+
+
+def load_experiment(path: str | Path) -> tuple[ExperimentConfig, FederationConfig]:
+    """Read an experiment TOML (see :func:`parse_experiment`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file not found: {path}")
+    try:
+        table = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    return parse_experiment(table, source=str(path))

@@ -1,0 +1,309 @@
+"""FedPrint Flower ServerApp: AFFR or a Flower baseline strategy, per-round checkpoints, logs and resume.
+
+The strategy is chosen by name (run config ``strategy``): ``"affr"`` (:class:`server.affr.AFFR`), ``"fedavg"``
+and ``"fedprox"`` (Flower's own ``FedAvg`` / ``FedProx``; μ from ``proximal-mu``). Every strategy is wrapped
+by :class:`RoundRecorder`, which records each node's train / evaluate reply (metrics, identity, errors,
+missing replies) without changing what the strategy aggregates.
+
+After every round (Flower's ``evaluate_fn`` hook, called once the round's client evaluation is done) the app
+writes atomically into its run directory:
+
+* ``checkpoint/`` — global arrays + strategy state (AFFR ``state_dict``) + the round log (:mod:`server.checkpoint`);
+* ``clients.csv`` — one row per (round, node): gap, α_i, val accuracies, loss, test metrics, status;
+* ``rounds.csv`` / ``rounds.json`` — one row per round: mean test accuracy / EER, replies, timings;
+* ``final.json`` (at the end) — the final global model's per-client test metrics and failed / dropped nodes.
+
+A run directory that already holds a checkpoint is resumed (run config ``resume = true``, the default): the
+global model and the AFFR state are restored and only the remaining rounds run (numbered on from the
+checkpoint). Run config keys (flat, all optional): see :data:`SERVER_DEFAULTS`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from logging import INFO, WARNING
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord
+from flwr.common.logger import log
+from flwr.serverapp import Grid, ServerApp
+from flwr.serverapp.strategy import FedAvg, FedProx
+
+from client.baselines import new_encoder
+from client.client_app import experiment
+from server.affr import AFFR
+from server.checkpoint import load_checkpoint, save_checkpoint
+from server.experiment import FederationConfig
+from server.rundir import new_run_dir, write_csv, write_json
+
+#: Run-config keys of the ServerApp. Values <= 0 / "" mean "take it from the experiment's [federation]".
+SERVER_DEFAULTS: dict[str, Any] = {
+    "experiment": "demo",  # path, or name of a shipped experiment (experiments/<name>.toml)
+    "strategy": "affr",  # affr | fedavg | fedprox
+    "num-server-rounds": 0,  # 0: federation.rounds
+    "run-dir": "",  # "": <run.out>/<run.name>-<strategy>-<timestamp>
+    "base-dir": "",  # relative paths of the experiment resolve against it ("" = working directory)
+    "step": -1.0,  # AFFR step d (< 0: federation.step)
+    "proximal-mu": -1.0,  # FedProx μ (< 0: federation.proximal_mu)
+    "timeout": 0.0,  # seconds per round (0: federation.timeout)
+    "min-nodes": 2,  # nodes that must be connected before a round starts
+    "resume": True,
+    "stop-after-round": 0,  # > 0: end this invocation after that round (resume later); 0: run to the end
+}
+
+STRATEGIES = ("affr", "fedavg", "fedprox")
+
+
+class RoundRecorder:
+    """Mixin recording every node's replies per round (put it before the strategy class in the bases).
+
+    ``rec_offset`` is added to Flower's 1-based ``server_round`` to give the round of the schedule (resume);
+    ``cfg_offset`` is added to the round sent to clients (``server-round``) for strategies that do not do
+    that themselves (AFFR already adds its ``round_offset``).
+    """
+
+    rec_offset: int = 0
+    cfg_offset: int = 0
+
+    def _log_entry(self, t: int) -> dict[str, Any]:
+        log_ = self.__dict__.setdefault("round_log", {})
+        return log_.setdefault(t, {"round": t, "sent_train": [], "sent_evaluate": [], "train": {},
+                                   "evaluate": {}, "started": time.perf_counter()})
+
+    @property
+    def identities(self) -> dict[int, dict[str, Any]]:
+        return self.__dict__.setdefault("_identities", {})
+
+    def _record(self, t: int, stage: str, replies: list[Message]) -> None:
+        entry = self._log_entry(t)
+        for msg in replies:
+            node = int(msg.metadata.src_node_id)
+            if msg.has_error():
+                entry[stage][node] = {"status": f"error: {msg.error.reason}"}
+                continue
+            if not msg.has_content():
+                entry[stage][node] = {"status": "empty reply"}
+                continue
+            who = msg.content.config_records.get("client")
+            if isinstance(who, ConfigRecord):
+                self.identities[node] = {k: who[k] for k in who}
+            metrics = next(iter(msg.content.metric_records.values()), MetricRecord())
+            entry[stage][node] = {"status": "ok", **{k: metrics[k] for k in metrics}}
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> Iterable[Message]:
+        t = server_round + self.rec_offset
+        entry = self._log_entry(t)
+        entry["started"] = time.perf_counter()
+        msgs = list(super().configure_train(server_round + self.cfg_offset, arrays, config, grid))
+        entry["sent_train"] = [int(m.metadata.dst_node_id) for m in msgs]
+        return msgs
+
+    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                           grid: Grid) -> Iterable[Message]:
+        msgs = list(super().configure_evaluate(server_round + self.cfg_offset, arrays, config, grid))
+        self._log_entry(server_round + self.rec_offset)["sent_evaluate"] = [int(m.metadata.dst_node_id)
+                                                                            for m in msgs]
+        return msgs
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]):
+        replies = list(replies)
+        t = server_round + self.rec_offset
+        self._record(t, "train", replies)
+        t0 = time.perf_counter()
+        out = super().aggregate_train(server_round, replies)
+        self._log_entry(t)["aggregate_seconds"] = time.perf_counter() - t0
+        return out
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]):
+        replies = list(replies)
+        self._record(server_round + self.rec_offset, "evaluate", replies)
+        return super().aggregate_evaluate(server_round, replies)
+
+
+class RecordedAFFR(RoundRecorder, AFFR):
+    """AFFR with per-round reply records."""
+
+
+class RecordedFedAvg(RoundRecorder, FedAvg):
+    """Flower FedAvg with per-round reply records."""
+
+
+class RecordedFedProx(RoundRecorder, FedProx):
+    """Flower FedProx with per-round reply records."""
+
+
+def build_strategy(name: str, *, num_rounds: int, step: float, proximal_mu: float, fed: FederationConfig,
+                   min_nodes: int) -> RoundRecorder:
+    """The named strategy (see module docstring), recording its rounds."""
+    common = {"fraction_train": fed.fraction_train, "fraction_evaluate": fed.fraction_evaluate,
+              "min_train_nodes": min_nodes, "min_evaluate_nodes": min_nodes, "min_available_nodes": min_nodes}
+    if name == "affr":
+        return RecordedAFFR(num_rounds=num_rounds, step=step, **common)
+    if name == "fedavg":
+        return RecordedFedAvg(**common)
+    if name == "fedprox":
+        return RecordedFedProx(proximal_mu=proximal_mu, **common)
+    raise ValueError(f"strategy: expected one of {STRATEGIES}, got {name!r}")
+
+
+def _client_name(identities: Mapping[int, Mapping[str, Any]], node: int) -> str:
+    return str(identities.get(node, {}).get("name", f"node-{node}"))
+
+
+def round_rows(strategy: RoundRecorder, t: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Summary row and per-node rows of round ``t`` (AFFR weights and gaps included when present)."""
+    entry = strategy.round_log[t]
+    hist = {}
+    if isinstance(strategy, AFFR) and strategy.history and strategy.history[-1]["round"] == t:
+        hist = strategy.history[-1]
+    nodes = sorted(set(entry["sent_train"]) | set(entry["train"]) | set(entry["sent_evaluate"])
+                   | set(entry["evaluate"]))
+    rows = []
+    for node in nodes:
+        tr, ev = entry["train"].get(node), entry["evaluate"].get(node)
+        row: dict[str, Any] = {"round": t, "node": node, "client": _client_name(strategy.identities, node),
+                               "train_status": tr["status"] if tr else "no reply",
+                               "eval_status": ev["status"] if ev else "no reply"}
+        if hist:
+            if node in hist["rejected"]:
+                row["train_status"] = f"rejected: {hist['rejected'][node]}"
+            row["alpha"] = hist["round_weights"].get(node, float("nan"))
+            row["gap_used"] = hist["gaps"].get(node, float("nan"))
+        for src in (tr, ev):
+            row.update({k: v for k, v in (src or {}).items() if k != "status"})
+        rows.append(row)
+    evaluated = [r for r in rows if r["eval_status"] == "ok"]
+    summary = {
+        "round": t,
+        "accuracy": float(np.mean([r["accuracy"] for r in evaluated])) if evaluated else float("nan"),
+        "eer": float(np.mean([r["eer"] for r in evaluated])) if evaluated else float("nan"),
+        "train_ok": sum(r["train_status"] == "ok" for r in rows),
+        "eval_ok": len(evaluated),
+        "nodes": len(rows),
+        "round_seconds": time.perf_counter() - entry["started"],
+        "aggregate_seconds": entry.get("aggregate_seconds", float("nan")),
+        "step": hist.get("step", float("nan")) if hist else float("nan"),
+    }
+    return summary, rows
+
+
+def make_server_app(defaults: Mapping[str, Any] | None = None,
+                    on_round: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None) -> ServerApp:
+    """A ServerApp whose settings default to ``defaults`` (over the Flower run config).
+
+    Parameters
+    ----------
+    defaults : mapping, optional
+        Run-config style settings (keys of :data:`SERVER_DEFAULTS`) taking precedence over the run config.
+    on_round : callable, optional
+        Called after each round's checkpoint with the round summary and the per-node rows (progress display).
+    """
+    defaults = dict(defaults or {})
+    sapp = ServerApp()
+
+    @sapp.main()
+    def main(grid: Grid, context: Context) -> None:
+        run_federation(grid, {**SERVER_DEFAULTS, **dict(context.run_config), **defaults}, on_round=on_round)
+
+    return sapp
+
+
+def run_federation(grid: Grid, conf: Mapping[str, Any],
+                   on_round: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None) -> Path:
+    """Body of the ServerApp: run (or resume) the configured strategy; returns the run directory."""
+    cfg, fed, _, _ = experiment(conf)
+    name = str(conf["strategy"])
+    if name not in STRATEGIES:
+        raise ValueError(f"strategy: expected one of {STRATEGIES}, got {name!r}")
+    total = int(conf["num-server-rounds"]) or fed.rounds
+    step = float(conf["step"]) if float(conf["step"]) >= 0 else fed.step
+    mu = float(conf["proximal-mu"]) if float(conf["proximal-mu"]) >= 0 else fed.proximal_mu
+    timeout = float(conf["timeout"]) or fed.timeout
+    run_dir = Path(str(conf["run-dir"])) if conf["run-dir"] else new_run_dir(cfg.run.out, f"{cfg.run.name}-{name}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    strategy = build_strategy(name, num_rounds=total, step=step, proximal_mu=mu, fed=fed,
+                              min_nodes=int(conf["min-nodes"]))
+
+    done, past_rounds = 0, []
+    ckpt = load_checkpoint(run_dir) if conf["resume"] else None
+    if ckpt is not None:
+        state, arrays = ckpt
+        if state["strategy"] != name:
+            raise ValueError(f"{run_dir}: checkpoint is of strategy {state['strategy']!r}, not {name!r}")
+        done, past_rounds = int(state["round"]), list(state["rounds"])
+        if isinstance(strategy, AFFR):
+            strategy.load_state_dict(state["strategy_state"])
+        else:
+            strategy.cfg_offset = done
+        strategy.rec_offset = done
+        for r in past_rounds:
+            strategy.identities.update({int(k): v for k, v in r.get("identities", {}).items()})
+        log(INFO, "Resuming %s from %s after round %d of %d", name, run_dir, done, total)
+    else:
+        arrays = ArrayRecord(new_encoder(cfg.model.encoder, cfg.model.embedding_dim, cfg.run.seed).state_dict())
+    write_json(run_dir / "server_config.json", {"strategy": name, "rounds": total, "step": step,
+                                                "proximal_mu": mu, "timeout": timeout, "conf": dict(conf)})
+
+    rounds = list(past_rounds)
+
+    def after_round(server_round: int, global_arrays: ArrayRecord) -> MetricRecord | None:
+        if server_round == 0:
+            return None
+        t = server_round + strategy.rec_offset
+        summary, rows = round_rows(strategy, t)
+        rounds.append({**summary, "clients": rows,
+                       "identities": {str(k): v for k, v in strategy.identities.items()}})
+        save_checkpoint(run_dir, t, global_arrays, strategy=name,
+                        strategy_state=strategy.state_dict() if isinstance(strategy, AFFR) else None,
+                        rounds=rounds)
+        _write_logs(run_dir, rounds)
+        alpha = {r["client"]: round(r["alpha"], 4) for r in rows if "alpha" in r and math.isfinite(r["alpha"])}
+        gaps = {r["client"]: round(r["gap"], 4) for r in rows if "gap" in r}
+        log(INFO, "[%s round %d/%d] acc %.4f eer %.4f alpha %s gaps %s", name, t, total,
+            summary["accuracy"], summary["eer"], alpha, gaps)
+        if on_round is not None:
+            on_round({**summary, "method": name, "total": total}, rows)
+        return None
+
+    stop = int(conf["stop-after-round"]) or total
+    remaining = min(total, stop) - done
+    if remaining > 0:
+        strategy.start(grid=grid, initial_arrays=arrays, num_rounds=remaining, timeout=timeout,
+                       evaluate_fn=after_round)
+    write_final(run_dir, name, rounds)
+    return run_dir
+
+
+def _write_logs(run_dir: Path, rounds: list[dict[str, Any]]) -> None:
+    write_json(run_dir / "rounds.json", rounds)
+    write_csv(run_dir / "rounds.csv", [{k: v for k, v in r.items() if k not in ("clients", "identities")}
+                                       for r in rounds])
+    write_csv(run_dir / "clients.csv", [row for r in rounds for row in r["clients"]])
+
+
+def write_final(run_dir: Path, name: str, rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """``final.json``: last round's per-client test metrics, and every client that failed or dropped out."""
+    problems = []
+    for r in rounds:
+        for row in r["clients"]:
+            for stage in ("train_status", "eval_status"):
+                if row[stage] != "ok":
+                    problems.append({"round": r["round"], "client": row["client"], "stage": stage[:-7],
+                                     "status": row[stage]})
+    if problems:
+        log(WARNING, "%s: %d failed / missing replies (see final.json)", name, len(problems))
+    last = rounds[-1] if rounds else {"round": 0, "clients": []}
+    clients = [{"client": row["client"], **{k: row[k] for k in ("accuracy", "eer", "roc-auc", "fmr100")}}
+               for row in last["clients"] if row["eval_status"] == "ok"]
+    final = {"strategy": name, "rounds": last["round"], "clients": clients, "problems": problems}
+    write_json(run_dir / "final.json", final)
+    return final
+
+
+#: The app ``flwr run .`` loads (``[tool.flwr.app.components] serverapp = "server.server_app:app"``).
+app = make_server_app()

@@ -1,0 +1,179 @@
+"""``fedprint simulate``: run several methods on the same clients and seeds, write one run directory.
+
+Methods (seed 003 Table 4): ``local`` (each client alone), ``centralized`` (union of all training pairs),
+and the federated ``fedavg`` / ``fedprox`` / ``affr``, which run through the real Flower ServerApp / ClientApp
+(:mod:`server.server_app`, :mod:`client.client_app`) in Flower's simulation runtime, one virtual SuperNode per
+experiment client. With ``[federation] steps = [...]`` AFFR runs once per step size (``affr-d0.2``, ...:
+the Table 7 ablation).
+
+Every method sees the same partitions (``run.seed``), splits (``run.seed + client id``) and initial model
+(``run.seed``). Local and centralized training run ``rounds * train.epochs`` epochs, the passes a federated
+client makes.
+
+Run directory::
+
+    config.json, experiment.toml, partitions.json
+    <method>/          federated: checkpoint/, rounds.csv/json, clients.csv, final.json; local/centralized:
+                       metrics.json
+    results.csv, results.json   per (method, client): accuracy, eer, roc-auc, fmr100
+    curves.png, alpha.png, per_client_accuracy.png, report.md
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from client.baselines import evaluate_clients, train_centralized, train_local
+from client.evaluation import evaluate_on_pairs
+from client.node_data import experiment_partitions, partition_data, with_base_dir
+from data.partition import summary as partition_summary
+from server.experiment import FEDERATED, METHODS, load_experiment, resolve_experiment
+from server.report import write_report
+from server.rundir import new_run_dir, write_json, write_text
+
+
+def backend_config(num_cpus: int | None = None) -> dict[str, Any]:
+    """Flower simulation resources: one CPU per virtual client, Ray limited to the machine's cores (<= 2)."""
+    cpus = num_cpus or min(2, os.cpu_count() or 1)
+    return {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": cpus}}
+
+
+def method_names(methods: Sequence[str], steps: Sequence[float]) -> list[str]:
+    """Expand ``affr`` into one ``affr-d<step>`` per ablation step when ``steps`` is non-empty."""
+    out = []
+    for m in methods:
+        if m not in METHODS:
+            raise ValueError(f"methods: unknown method {m!r}; expected some of {METHODS}")
+        out += [f"affr-d{s:g}" for s in steps] if (m == "affr" and steps) else [m]
+    return out
+
+
+def _strategy_and_step(method: str) -> tuple[str, float | None]:
+    if method.startswith("affr-d"):
+        return "affr", float(method[len("affr-d"):])
+    return method, None
+
+
+def run_federated(experiment: str | Path, strategy: str, run_dir: str | Path, *, num_clients: int,
+                  rounds: int | None = None, step: float | None = None, base_dir: str | Path | None = None,
+                  gap_offset: Mapping[int, float] | None = None, progress: bool = True,
+                  on_round: Callable[[dict, list], None] | None = None, client_threads: int = 1,
+                  stop_after: int = 0) -> Path:
+    """One federated method through the Flower ServerApp/ClientApp in the simulation runtime.
+
+    Resumes from ``run_dir``'s checkpoint when there is one; ``stop_after`` > 0 ends this call after that
+    round (a later call resumes). Returns ``run_dir``.
+    """
+    from flwr.simulation import run_simulation
+
+    from client.client_app import make_client_app
+    from server.server_app import make_server_app
+
+    os.environ.setdefault("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
+    base = str(Path(base_dir or Path.cwd()).resolve())
+    run_dir = Path(run_dir).resolve()
+    server_conf = {"experiment": str(experiment), "strategy": strategy, "run-dir": str(run_dir),
+                   "base-dir": base, "num-server-rounds": int(rounds or 0), "min-nodes": min(2, num_clients),
+                   "stop-after-round": int(stop_after)}
+    if step is not None:
+        server_conf["step"] = float(step)
+    bar = tqdm(total=int(rounds or 0) or None, desc=strategy, unit="round", disable=not progress)
+
+    def show(summary: dict, rows: list) -> None:
+        bar.total = summary["total"]
+        bar.n = summary["round"]
+        bar.set_postfix(acc=f"{summary['accuracy']:.4f}", eer=f"{summary['eer']:.4f}")
+        if on_round is not None:
+            on_round(summary, rows)
+
+    try:
+        run_simulation(
+            server_app=make_server_app(server_conf, on_round=show),
+            client_app=make_client_app({"experiment": str(experiment), "base-dir": base,
+                                        "client-threads": client_threads}, gap_offset=gap_offset),
+            num_supernodes=num_clients, backend_config=backend_config(),
+        )
+    finally:
+        bar.close()
+    if not (run_dir / "final.json").is_file():
+        raise RuntimeError(f"{strategy}: the simulation ended without writing {run_dir / 'final.json'} "
+                           "(see the Flower log above)")
+    return run_dir
+
+
+def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds: int | None = None,
+             out: str | Path | None = None, progress: bool = True) -> Path:
+    """Run the experiment's methods and write one run directory (see module docstring); returns it."""
+    path = resolve_experiment(config)
+    cfg, fed = load_experiment(path)
+    cfg = with_base_dir(cfg, Path.cwd())
+    rounds = int(rounds or fed.rounds)
+    names = method_names(list(methods or fed.methods), fed.steps)
+    run_dir = new_run_dir(out or cfg.run.out, cfg.run.name).resolve()
+    write_text(run_dir / "experiment.toml", path.read_text())
+    write_json(run_dir / "config.json", {"experiment_file": str(path), "experiment": cfg.to_dict(),
+                                         "federation": fed.to_dict(), "rounds": rounds, "methods": names})
+    print(f"fedprint simulate: {path.name} -> {run_dir}", flush=True)
+
+    records, parts = experiment_partitions(cfg, progress=progress)
+    write_json(run_dir / "partitions.json", partition_summary(parts, records))
+    results: dict[str, list[dict]] = {}
+    failures: dict[str, list[dict]] = {}
+    timings: dict[str, float] = {}
+    baseline_cfg = replace(cfg.train, epochs=rounds * cfg.train.epochs)
+
+    clients = []
+    if {"local", "centralized"} & set(names):
+        clients = [partition_data(cfg, records, p, progress=progress) for p in parts]
+    for name in names:
+        t0 = time.perf_counter()
+        if name == "local":
+            rows, fails = [], []
+            for c in clients:
+                try:
+                    net, _ = train_local(c, encoder=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim,
+                                         cfg=baseline_cfg, progress=progress)
+                    rows.append({"client": c.name, **_keep(evaluate_on_pairs(net, c)[0])})
+                except ValueError as exc:  # e.g. a client without genuine training pairs
+                    fails.append({"client": c.name, "stage": "train", "status": str(exc)})
+            results[name], failures[name] = rows, fails
+            write_json(run_dir / name / "metrics.json", {"clients": rows, "problems": fails})
+        elif name == "centralized":
+            net, _ = train_centralized(clients, encoder=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim,
+                                       cfg=baseline_cfg, progress=progress)
+            results[name] = [{"client": r["client"], **_keep(r)} for r in evaluate_clients(net, clients)]
+            failures[name] = []
+            write_json(run_dir / name / "metrics.json", {"clients": results[name], "problems": []})
+        else:
+            strategy, step = _strategy_and_step(name)
+            assert strategy in FEDERATED
+            final = _read_final(run_federated(path, strategy, run_dir / name, num_clients=len(parts),
+                                              rounds=rounds, step=step, progress=progress,
+                                              client_threads=fed.client_threads))
+            results[name] = [{"client": r["client"], **_keep(r)} for r in final["clients"]]
+            failures[name] = final["problems"]
+        timings[name] = time.perf_counter() - t0
+        print(f"fedprint simulate: {name} done in {timings[name]:.0f} s", flush=True)
+
+    report = write_report(run_dir, cfg=cfg, fed=fed, rounds=rounds, methods=names, results=results,
+                          failures=failures, timings=timings, partitions=partition_summary(parts, records))
+    print(f"fedprint simulate: report at {report}", flush=True)
+    return run_dir
+
+
+def _keep(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """The reported metrics under one spelling (federated replies use roc-auc, local dicts roc_auc)."""
+    get = {k.replace("_", "-"): v for k, v in metrics.items()}
+    return {k: float(get[k]) for k in ("accuracy", "eer", "roc-auc", "fmr100")}
+
+
+def _read_final(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "final.json").read_text())
