@@ -49,6 +49,8 @@ from client.evaluation import evaluate_on_pairs, validation_accuracy
 from client.local_data import ClientData
 from client.node_data import node_client_data, with_base_dir
 from client.proximal import ProximalAdam
+from client.publish_handler import ACTION as PUBLISH_ACTION
+from client.publish_handler import publish_handler
 from client.trainer import train_siamese
 from fedprint_config import ExperimentConfig
 from server.experiment import FederationConfig, load_experiment, resolve_experiment
@@ -178,6 +180,10 @@ def make_client_app(defaults: Mapping[str, Any] | None = None,
     @capp.evaluate()
     def evaluate(msg: Message, context: Context) -> Message:
         return evaluate_handler(msg, context, defaults=defaults)
+
+    @capp.query(PUBLISH_ACTION)
+    def publish(msg: Message, context: Context) -> Message:  # DP release of one local image (publish_handler)
+        return publish_handler(msg, context, defaults=defaults)
 
     return capp
 

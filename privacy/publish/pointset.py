@@ -1,0 +1,366 @@
+"""DP point-set publication (seed 002, Fang's thesis Ch. 4) applied to a fingerprint's minutiae set.
+
+Mechanism (thesis Sec. 4.3, steps A1–A3 and B1–B2):
+
+A1. Normalise every minutia to the unit cube — ``x / W``, ``y / H`` (image size, or a declared ``domain``) and,
+    by default, ``direction / 2π`` as a third coordinate — quantise to a grid of ``2**order`` cells per axis and
+    map each point to t ∈ [0, 1) by its position on a ``d``-dimensional Hilbert curve (Sec. 4.2.2), t = h / 2^(d·order).
+A2. Sort the n values and split the sorted sequence into g = ⌊n / k⌋ groups of consecutive values (sizes k or
+    k + 1 when k does not divide n; the thesis assumes it does).
+A3. Release the group means with Laplace noise. *Sound* variant: group i gets Lap(1 / (|h_i| ε)), i.e. the group
+    *sums* get Lap(1 / ε) and are divided by the public sizes. *Paper* variant: every group gets Lap(1 / (k ε)).
+B1. Post-process: weighted isotonic regression (PAVA, weights = group sizes) of the noisy means, clip to [0, 1],
+    upsample each value to its group's size.
+B2. Map back through the inverse Hilbert curve to cell centres, and to pixel / radian units.
+
+Proof (Thm 1 and Cor. 2 of the thesis; they hold as stated for this neighbouring relation). Neighbours: two
+minutiae sets of the same public size n that differ in one minutia, replaced by any other point of the domain.
+Each minutia is mapped to [0, 1] independently, so the two multisets of t-values differ in one element, x_i → A.
+Sorting then shifts the elements between the old and new rank by one position each, and for *any* partition
+H of the ranks the vector of group sums changes monotonically (all in the same direction) with
+‖ΔS_H‖₁ = |A − x_i| ≤ 1 (Cor. 2). Hence sums + Lap(1/ε)^g is ε-DP, the division by the public |h_i| (sound) and
+PAVA, upsampling and the inverse map are post-processing. The paper variant's Lap(1/(kε)) on the means is at
+least that noise for every group (|h_i| ≥ k), so it is ε-DP too: the thesis's privacy claim holds, and the two
+variants differ only in the *choice of k* (thesis Table 4.1 vs. simulation, :func:`choose_k`) and in using
+the exact per-group scale when k does not divide n. The thesis's Table 4.1 k is too small (e.g. n = 10,000, ε = 1:
+k = 51, whereas simulation finds k ≈ 160–200 with lower error) and it has no row below n = 2,000, while a
+minutiae set has n ≈ 20–100: the paper variant uses the nearest row, capped at n.
+
+Group privacy. A record is one minutia. A whole finger contributes all m = n minutiae of the set, so under
+"one finger's minutiae replaced" the same release is only (m·ε)-DP (sequential group privacy: m single
+replacements). ``protect="finger"`` runs the mechanism at ε / m so the finger is ε-protected.
+
+Released exactly (public): n, the domain (image shape), k, the group sizes, the curve order and dimension. The
+minutia *type* column is not released.
+
+Direction choice: direction is the third coordinate of a 3-D Hilbert curve (``direction=True``, default), so
+each released point keeps an (x, y, θ) association under one budget ε. Publishing the directions separately
+(a sorted 1-D multiset with its own budget) would lose the pairing of a direction with its position and split ε;
+``direction=False`` releases (x, y) only on a 2-D curve. Direction is treated as a linear coordinate on
+[0, 2π): points near θ = 0 and θ = 2π are far apart on the curve (costs accuracy, not privacy).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from scipy.optimize import isotonic_regression
+
+from privacy.publish.base import Guarantee, Publication, check_epsilon, check_minutiae, check_variant
+
+#: Default Hilbert-curve order: 2**10 = 1024 cells per axis (one pixel for images up to 1024 px).
+DEFAULT_ORDER = 10
+
+#: Thesis Table 4.1: best group size k for (n, ε), rows n, columns ε.
+PAPER_TABLE_N = (2_000, 5_000, 10_000, 20_000, 100_000, 180_000)
+PAPER_TABLE_EPS = (0.5, 1.0, 2.0, 3.0)
+PAPER_TABLE_K = ((44, 29, 20, 12), (59, 37, 27, 18), (79, 51, 36, 27), (121, 83, 61, 41), (234, 150, 98, 73),
+                 (300, 177, 110, 94))
+
+PROTECT = ("minutia", "finger")
+
+
+# --------------------------------------------------------------------------------------------- Hilbert curve
+def _check_order(order: int, dims: int) -> int:
+    if isinstance(order, bool) or not isinstance(order, int | np.integer) or not 1 <= order or order * dims > 62:
+        raise ValueError(f"order: expected an integer >= 1 with order * dims <= 62, got {order!r} (dims={dims})")
+    return int(order)
+
+
+def hilbert_index(cells: np.ndarray, order: int) -> np.ndarray:
+    """Position of integer grid cells along a d-dimensional Hilbert curve (Skilling 2004, vectorised over points).
+
+    Parameters
+    ----------
+    cells : ndarray of int, shape (n, d)
+        Cell coordinates in [0, 2**order), d >= 1 axes.
+    order : int
+        Bits per axis; the curve visits 2**(d·order) cells.
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+        Index in [0, 2**(d·order)); cells with consecutive indices are grid neighbours (distance 1).
+    """
+    x = np.array(cells, dtype=np.int64, copy=True)
+    if x.ndim != 2 or x.shape[1] < 1:
+        raise ValueError(f"cells: expected shape (n, d), got {x.shape}")
+    d = x.shape[1]
+    order = _check_order(order, d)
+    if x.size and (x.min() < 0 or x.max() >= 1 << order):
+        raise ValueError(f"cells: coordinates must lie in [0, {1 << order}), got [{x.min()}, {x.max()}]")
+    # Inverse undo (Skilling's AxestoTranspose), loops over bits and axes only.
+    q = 1 << (order - 1)
+    while q > 1:
+        p = q - 1
+        for i in range(d):
+            on = (x[:, i] & q) != 0
+            x[on, 0] ^= p
+            t = np.where(on, 0, (x[:, 0] ^ x[:, i]) & p)
+            x[:, 0] ^= t
+            x[:, i] ^= t
+        q >>= 1
+    for i in range(1, d):  # Gray encode
+        x[:, i] ^= x[:, i - 1]
+    t = np.zeros(len(x), np.int64)
+    q = 1 << (order - 1)
+    while q > 1:
+        t = np.where((x[:, d - 1] & q) != 0, t ^ (q - 1), t)
+        q >>= 1
+    x ^= t[:, None]
+    # Interleave the transposed bits, most significant first: bit b of axis i -> index bit b·d + (d-1-i).
+    h = np.zeros(len(x), np.int64)
+    for b in range(order - 1, -1, -1):
+        for i in range(d):
+            h = (h << 1) | ((x[:, i] >> b) & 1)
+    return h
+
+
+def hilbert_cells(index: np.ndarray, order: int, dims: int) -> np.ndarray:
+    """Inverse of :func:`hilbert_index`: the grid cells (n, ``dims``) at Hilbert positions ``index``."""
+    order = _check_order(order, dims)
+    h = np.asarray(index, dtype=np.int64).ravel()
+    if h.size and (h.min() < 0 or h.max() >= 1 << (order * dims)):
+        raise ValueError(f"index: expected values in [0, 2**{order * dims}), got [{h.min()}, {h.max()}]")
+    x = np.zeros((len(h), dims), np.int64)
+    for b in range(order - 1, -1, -1):  # de-interleave
+        for i in range(dims):
+            x[:, i] |= ((h >> (b * dims + dims - 1 - i)) & 1) << b
+    t = x[:, dims - 1] >> 1  # Gray decode (Skilling's TransposetoAxes)
+    for i in range(dims - 1, 0, -1):
+        x[:, i] ^= x[:, i - 1]
+    x[:, 0] ^= t
+    q = 2
+    while q != 1 << order:  # undo excess work
+        p = q - 1
+        for i in range(dims - 1, -1, -1):
+            on = (x[:, i] & q) != 0
+            x[on, 0] ^= p
+            t = np.where(on, 0, (x[:, 0] ^ x[:, i]) & p)
+            x[:, 0] ^= t
+            x[:, i] ^= t
+        q <<= 1
+    return x
+
+
+def to_line(unit_points: np.ndarray, order: int = DEFAULT_ORDER) -> np.ndarray:
+    """Map points of the unit cube [0, 1]^d to t ∈ [0, 1) along the Hilbert curve (step A1).
+
+    A coordinate u falls in cell ⌊u·2^order⌋ (u = 1 in the last cell); t = h / 2^(d·order).
+    """
+    u = np.asarray(unit_points, dtype=np.float64)
+    if u.ndim != 2 or not np.all(np.isfinite(u)) or (u.size and (u.min() < 0 or u.max() > 1)):
+        raise ValueError("unit_points: expected a finite (n, d) array with values in [0, 1]")
+    side = 1 << order
+    cells = np.minimum(np.floor(u * side).astype(np.int64), side - 1)
+    return hilbert_index(cells, order).astype(np.float64) / float(1 << (order * u.shape[1]))
+
+
+def from_line(t: np.ndarray, dims: int, order: int = DEFAULT_ORDER) -> np.ndarray:
+    """Inverse of :func:`to_line` (step B2): cell centres in [0, 1]^dims of values t (clipped to [0, 1])."""
+    total = 1 << (order * dims)
+    h = np.clip(np.floor(np.clip(np.asarray(t, np.float64), 0.0, 1.0) * total), 0, total - 1).astype(np.int64)
+    return (hilbert_cells(h, order, dims) + 0.5) / float(1 << order)
+
+
+# ------------------------------------------------------------------------------------- 1-D mechanism core
+def group_sizes(n: int, k: int) -> np.ndarray:
+    """Sizes of the ⌊n/k⌋ groups of consecutive sorted values (k or k + 1; all n when k >= n)."""
+    if not 1 <= k:
+        raise ValueError(f"k: expected an integer >= 1, got {k}")
+    g = max(n // k, 1)
+    return np.full(g, n // g, np.int64) + (np.arange(g) < n % g)
+
+
+def group_noise_scale(sizes: np.ndarray, k: int, epsilon: float, variant: str) -> np.ndarray:
+    """Laplace scale of each noisy group mean: 1/(|h_i| ε) (sound) or the thesis's 1/(k ε) (paper)."""
+    sizes = np.asarray(sizes, np.float64)
+    return 1.0 / (sizes * epsilon) if variant == "sound" else np.full(len(sizes), 1.0 / (k * epsilon))
+
+
+def noisy_group_means(values: np.ndarray, k: int, epsilon: float, rng: np.random.Generator,
+                      variant: str = "sound") -> tuple[np.ndarray, np.ndarray]:
+    """Steps A2–A3 on values in [0, 1]: sort, group, mean, add Laplace noise. Returns (noisy means, sizes)."""
+    s = np.sort(np.asarray(values, np.float64))
+    sizes = group_sizes(len(s), k)
+    sums = np.add.reduceat(s, np.concatenate([[0], np.cumsum(sizes)[:-1]]))
+    return sums / sizes + rng.laplace(0.0, group_noise_scale(sizes, k, epsilon, variant)), sizes
+
+
+def reconstruct(noisy_means: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Step B1: weighted isotonic regression (PAVA) of the noisy means, clip to [0, 1], upsample by size."""
+    fit = isotonic_regression(np.asarray(noisy_means, np.float64), weights=np.asarray(sizes, np.float64)).x
+    return np.repeat(np.clip(fit, 0.0, 1.0), sizes)
+
+
+def sorted_error(values: np.ndarray, k: int, epsilon: float, rng: np.random.Generator) -> float:
+    """Normalised EMD ‖S_n(D) − ↑_k IR(S̃)‖₁ / n of one sound run on 1-D ``values`` (thesis Eq. 4.5)."""
+    noisy, sizes = noisy_group_means(values, k, epsilon, rng)
+    return float(np.mean(np.abs(np.sort(values) - reconstruct(noisy, sizes))))
+
+
+def synthetic_values(n: int, kind: str, rng: np.random.Generator) -> np.ndarray:
+    """Synthetic 1-D data on [0, 1] for :func:`choose_k`: ``uniform`` or ``clustered`` (5 Gaussian clusters)."""
+    if kind == "uniform":
+        return rng.uniform(0, 1, n)
+    if kind == "clustered":
+        centres, widths = rng.uniform(0.05, 0.95, 5), rng.uniform(0.005, 0.05, 5)
+        c = rng.integers(0, 5, n)
+        return np.clip(rng.normal(centres[c], widths[c]), 0, 1)
+    raise ValueError(f"kind: expected 'uniform' or 'clustered', got {kind!r}")
+
+
+def k_errors(n: int, epsilon: float, rng: np.random.Generator, *, candidates=None, trials: int = 8,
+             kinds: tuple[str, ...] = ("uniform", "clustered")) -> dict[int, float]:
+    """Mean normalised EMD of the sound mechanism for each candidate k (simulation behind :func:`choose_k`)."""
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"n: expected >= 1, got {n}")
+    epsilon = check_epsilon(epsilon)
+    if candidates is None:
+        candidates = np.unique(np.round(np.geomspace(1, n, min(n, 40))).astype(int))
+    cand = sorted({int(k) for k in candidates if 1 <= int(k) <= n})
+    if not cand:
+        raise ValueError(f"candidates: no value in [1, {n}]")
+    err = {k: 0.0 for k in cand}
+    for kind in kinds:
+        for _ in range(trials):
+            data = synthetic_values(n, kind, rng)  # same data for every k: a paired comparison
+            for k in cand:
+                err[k] += sorted_error(data, k, epsilon, rng) / (trials * len(kinds))
+    return err
+
+
+def choose_k(n: int, epsilon: float, rng: np.random.Generator, *, candidates=None, trials: int = 8) -> int:
+    """Group size k with the smallest simulated error for n points at ε (data-independent: costs no privacy).
+
+    Simulates the sound mechanism on synthetic uniform and clustered 1-D data (``trials`` sets of each) for a
+    log-spaced grid of candidate k in [1, n] and returns the k of minimal mean normalised EMD (Eq. 4.5).
+    """
+    err = k_errors(n, epsilon, rng, candidates=candidates, trials=trials)
+    return min(err, key=err.get)
+
+
+def paper_k(n: int, epsilon: float) -> int:
+    """The thesis's Table 4.1 k: nearest row in log n and nearest column in ε, capped at n."""
+    i = int(np.argmin(np.abs(np.log(PAPER_TABLE_N) - math.log(max(n, 1)))))
+    j = int(np.argmin(np.abs(np.asarray(PAPER_TABLE_EPS) - epsilon)))
+    return max(1, min(PAPER_TABLE_K[i][j], n))
+
+
+@lru_cache(maxsize=256)
+def _simulated_k(n: int, epsilon: float) -> int:
+    # Fixed seed per (n, ε): the same request always gets the same k; k depends on public values only.
+    return choose_k(n, epsilon, np.random.default_rng([n, int(round(epsilon * 1e9))]))
+
+
+# ------------------------------------------------------------------------------------------- the mechanism
+def publish_pointset(
+    image: np.ndarray | None,
+    minutiae: np.ndarray,
+    epsilon: float,
+    rng: np.random.Generator,
+    variant: str = "sound",
+    *,
+    k: int | None = None,
+    order: int = DEFAULT_ORDER,
+    direction: bool = True,
+    protect: str = "minutia",
+    domain: tuple[int, int] | None = None,
+) -> Publication:
+    """Publish a minutiae set with ε-DP (seed 002 Ch. 4; see the module docstring for the proof).
+
+    Parameters
+    ----------
+    image : ndarray uint8 (H, W) or None
+        Only its shape is used: the domain [0, W] × [0, H] in pixels.
+    minutiae : ndarray float64 (n, 4)
+        ``x, y, direction, type`` (direction in radians, [0, 2π)); n >= 1.
+    epsilon : float
+        Budget of this release, > 0: ε per minutia (``protect="minutia"``) or per finger (``"finger"``).
+    rng : numpy.random.Generator
+        Source of the Laplace noise.
+    variant : {"sound", "paper"}
+        ``paper``: k from thesis Table 4.1, Lap(1/(kε)) on every mean; ``sound``: k by :func:`choose_k`,
+        Lap(1/(|h_i|ε)). Both are ε-DP (the thesis's theorem holds).
+    k : int, optional
+        Group size (1..n); overrides the variant's choice.
+    order : int, default 10
+        Hilbert-curve bits per axis (2**order cells per axis).
+    direction : bool, default True
+        Use direction as the third coordinate (3-D curve); False publishes (x, y) only.
+    protect : {"minutia", "finger"}
+        Record unit of the guarantee; ``finger`` runs at ε / n (group privacy over the n minutiae).
+    domain : (H, W), optional
+        Declared domain in pixels when ``image`` is None.
+
+    Returns
+    -------
+    Publication
+        ``points`` float64 (n, 3) ``x, y, direction`` (or (n, 2)) in pixels / radians, sorted along the curve;
+        ``details``: ``k``, ``group_sizes``, ``noisy_means`` (the raw DP output), ``order``, ``dims``,
+        ``domain``, ``epsilon_per_minutia``, ``epsilon_finger``.
+    """
+    variant = check_variant(variant)
+    epsilon = check_epsilon(epsilon)
+    m = check_minutiae(minutiae, minimum=1)
+    if direction and m.shape[1] < 3:
+        raise ValueError("minutiae: direction=True needs a direction column (n, 4) table")
+    if protect not in PROTECT:
+        raise ValueError(f"protect: expected one of {PROTECT}, got {protect!r}")
+    if image is not None:
+        if not isinstance(image, np.ndarray) or image.ndim != 2 or image.size == 0:
+            raise ValueError(f"image: expected a non-empty 2-D array or None, got {getattr(image, 'shape', image)}")
+        h, w = image.shape
+    elif domain is not None:
+        h, w = (int(v) for v in domain)
+        if h <= 0 or w <= 0:
+            raise ValueError(f"domain: expected positive (H, W), got {domain}")
+    else:
+        raise ValueError("domain: pass the image or a declared domain (H, W) in pixels")
+    n = len(m)
+    dims = 3 if direction else 2
+    _check_order(order, dims)
+    x, y = m[:, 0], m[:, 1]
+    if not (np.all(np.isfinite(m[:, :dims])) and x.min() >= 0 and y.min() >= 0 and x.max() <= w and y.max() <= h):
+        raise ValueError(f"minutiae: coordinates must be finite and inside the domain [0, {w}] x [0, {h}]")
+    eps_minutia = epsilon / n if protect == "finger" else epsilon
+    if k is None:
+        k = paper_k(n, eps_minutia) if variant == "paper" else _simulated_k(n, eps_minutia)
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= n:
+        raise ValueError(f"k: expected an integer in [1, {n}], got {k!r}")
+    k = int(k)
+
+    cols = [x / w, y / h] + ([np.mod(m[:, 2], 2 * np.pi) / (2 * np.pi)] if direction else [])
+    t = to_line(np.clip(np.stack(cols, axis=1), 0.0, 1.0), order)
+    noisy, sizes = noisy_group_means(t, k, eps_minutia, rng, variant)
+    u = from_line(reconstruct(noisy, sizes), dims, order)
+    points = u * np.array([w, h, 2 * np.pi][:dims])
+
+    eps_finger = eps_minutia * n
+    if protect == "finger":
+        neighbouring = (f"minutiae sets of the same public size n = {n} in which all minutiae of one finger (here "
+                        f"the whole set) are replaced by any other points of the domain")
+        protected, caveats = "the finger's whole minutiae set (group privacy over its n minutiae)", ""
+    else:
+        neighbouring = (f"minutiae sets of the same public size n = {n} differing in one minutia, replaced by any "
+                        f"other point of the domain")
+        protected = "each single minutia's position" + (" and direction" if direction else "")
+        caveats = (f"a whole finger (all {n} minutiae) is only {eps_finger:g}-DP by group privacy; use "
+                   f"protect='finger' for a finger-level guarantee")
+    guarantee = Guarantee(
+        dp=True, epsilon=epsilon, delta=0.0, neighbouring=neighbouring, protected=protected,
+        released_exactly=(f"the number of minutiae n = {n}, the domain {w} x {h} px, the group size k = {k} and "
+                          f"the group sizes; minutia types are not released"),
+        composition=(f"one Laplace release of {len(sizes)} group means of the Hilbert-sorted points at "
+                     f"epsilon = {eps_minutia:g} per minutia (sorting has sensitivity 1, thesis Thm 1 / Cor. 2); "
+                     f"isotonic regression and the inverse curve are post-processing"),
+        caveats=caveats,
+    )
+    details = {"k": k, "group_sizes": sizes.tolist(), "noisy_means": noisy.tolist(), "order": int(order),
+               "dims": dims, "domain": [int(h), int(w)], "protect": protect,
+               "epsilon_per_minutia": eps_minutia, "epsilon_finger": eps_finger}
+    return Publication(mechanism="pointset", variant=variant, image=None, points=points, spent_epsilon=epsilon,
+                       spent_delta=0.0, guarantee=guarantee, details=details)

@@ -1,0 +1,88 @@
+"""Mechanism names -> publication functions, imported lazily (one broken or heavy module does not block others).
+
+Every entry implements the :class:`privacy.publish.base.Mechanism` interface.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable, Iterator, Mapping
+
+import numpy as np
+
+from privacy.publish.base import Publication
+
+#: name -> (module, function, needs minutiae) of every mechanism FedPrint defines.
+#: Image mechanisms release ``Publication.image``; point-set mechanisms (:data:`POINT_MECHANISMS`) ``points``.
+_ENTRIES: dict[str, tuple[str, str, bool]] = {
+    "lap": ("privacy.publish.lap", "publish_lap", False),
+    "klap": ("privacy.publish.klap", "publish_klap", True),
+    "rklap": ("privacy.publish.rklap", "publish_rklap", True),
+    "dp-rklap": ("privacy.publish.dp_rklap", "publish_dp_rklap", True),
+    "fip": ("privacy.publish.fourier", "publish_fip", False),
+    "emk": ("privacy.publish.fourier", "publish_emk", False),
+    "bemk": ("privacy.publish.fourier", "publish_bemk", False),
+    "swp": ("privacy.publish.swp", "publish_swp", False),
+    "sort-swp": ("privacy.publish.swp", "publish_sort_swp", False),
+    "pointset": ("privacy.publish.pointset", "publish_pointset", True),
+}
+POINT_MECHANISMS = frozenset({"pointset"})
+
+
+def _available(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+class _LazyMechanisms(Mapping):
+    """name -> publication function; lists only mechanisms whose module is installed, imports on access."""
+
+    def __init__(self) -> None:
+        self._names = [k for k, v in _ENTRIES.items() if _available(v[0])]
+
+    def __getitem__(self, name: str) -> Callable[..., Publication]:
+        module, func, _ = _entry(name)
+        return getattr(importlib.import_module(module), func)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _entry(name: str) -> tuple[str, str, bool]:
+    if name not in MECHANISMS._names:
+        raise ValueError(f"mechanism: unknown {name!r}; known mechanisms: {', '.join(known())}")
+    return _ENTRIES[name]
+
+
+#: Mechanism name -> function, for the mechanisms whose implementing module is present (fixed order).
+MECHANISMS = _LazyMechanisms()
+
+
+def known() -> list[str]:
+    """Names of the available mechanisms."""
+    return list(MECHANISMS)
+
+
+def get(name: str) -> Callable[..., Publication]:
+    """The publication function registered as ``name`` (ValueError listing the known names otherwise)."""
+    return MECHANISMS[name]
+
+
+def needs_minutiae(name: str) -> bool:
+    """True if the mechanism reads the minutiae table (the CLI / query handler must extract them)."""
+    return _entry(name)[2]
+
+
+def releases_points(name: str) -> bool:
+    """True if the mechanism releases a point set rather than an image."""
+    _entry(name)
+    return name in POINT_MECHANISMS
+
+
+def publish(name: str, image: np.ndarray | None, minutiae: np.ndarray | None, epsilon: float,
+            rng: np.random.Generator, variant: str = "sound", **options) -> Publication:
+    """Run mechanism ``name`` with the common signature (see :mod:`privacy.publish.base`)."""
+    return get(name)(image, minutiae, epsilon, rng, variant, **options)
