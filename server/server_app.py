@@ -80,8 +80,11 @@ class RoundRecorder:
 
     def _record(self, t: int, stage: str, replies: list[Message]) -> None:
         entry = self._log_entry(t)
+        # Errors the SuperLink makes up for a node (e.g. "Node Unavailable") come from the SuperLink's own node
+        # id; the message they reply to names the node they are about. Ids are set when the grid pushes.
+        sent = {m.metadata.message_id: int(m.metadata.dst_node_id) for m in entry.pop(f"_msgs_{stage}", [])}
         for msg in replies:
-            node = int(msg.metadata.src_node_id)
+            node = sent.get(msg.metadata.reply_to_message_id, int(msg.metadata.src_node_id))
             if msg.has_error():
                 entry[stage][node] = {"status": f"error: {msg.error.reason}"}
                 continue
@@ -101,13 +104,15 @@ class RoundRecorder:
         entry["started"] = time.perf_counter()
         msgs = list(super().configure_train(server_round + self.cfg_offset, arrays, config, grid))
         entry["sent_train"] = [int(m.metadata.dst_node_id) for m in msgs]
+        entry["_msgs_train"] = msgs
         return msgs
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> Iterable[Message]:
         msgs = list(super().configure_evaluate(server_round + self.cfg_offset, arrays, config, grid))
-        self._log_entry(server_round + self.rec_offset)["sent_evaluate"] = [int(m.metadata.dst_node_id)
-                                                                            for m in msgs]
+        entry = self._log_entry(server_round + self.rec_offset)
+        entry["sent_evaluate"] = [int(m.metadata.dst_node_id) for m in msgs]
+        entry["_msgs_evaluate"] = msgs
         return msgs
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]):
