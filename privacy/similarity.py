@@ -58,15 +58,22 @@ def max_finite_psnr(shape: tuple[int, int]) -> float:
     return float(10.0 * np.log10(DATA_RANGE**2 * n))
 
 
-def psnr(a: np.ndarray, b: np.ndarray) -> float:
+def psnr(a: np.ndarray, b: np.ndarray, mask: np.ndarray | None = None) -> float:
     """Peak signal-to-noise ratio in dB, data_range = 255; ``inf`` for identical images.
 
     Parameters
     ----------
     a, b : ndarray, shape (H, W)
         Gray images on the 0–255 scale (uint8, or float for unquantised intermediates).
+    mask : ndarray of bool, shape (H, W), optional
+        Restrict the MSE to these pixels (e.g. outside the FP-DFSN noise mask); must select at least one.
     """
     a, b = _check_pair(a, b)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.shape != a.shape or mask.dtype != bool or not mask.any():
+            raise ValueError(f"mask must be a bool array of shape {a.shape} selecting at least one pixel")
+        a, b = a[mask], b[mask]
     if np.array_equal(a, b):
         return float("inf")  # skimage would divide by zero (and warn) here
     return float(peak_signal_noise_ratio(a, b, data_range=DATA_RANGE))
