@@ -141,8 +141,8 @@ def test_no_minutiae_is_processed_and_counted():
 
 
 def test_mask_radius_zero_is_the_minutia_pixels():
-    mask = neighbourhood_mask((50, 60), MINUTIAE[:2], 0.0)
-    assert mask.sum() == 2 and mask[30, 20] and mask[50 - 1, 59] is not True
+    mask = neighbourhood_mask((60, 70), MINUTIAE[:2], 0.0)
+    assert mask.sum() == 2 and mask[30, 20] and mask[50, 60] and not mask[49, 59]
 
 
 # ---------------------------------------------------------------- inversion: not a privacy mechanism

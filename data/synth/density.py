@@ -24,8 +24,8 @@ def period_map(
     upper_ref_y: float | None = None,
     above_core: float = 0.08,
     near_singular: float = 0.10,
-    variation: float = 0.05,
-    wavelength_px: float = 150.0,
+    variation: float = 0.08,
+    wavelength_px: float = 100.0,
 ) -> np.ndarray:
     """Local ridge period in pixels.
 

@@ -4,9 +4,12 @@ The ridge orientation of a master fingerprint follows the Sherlock–Monro zero-
 with the piecewise-linear corrections of Vizcaya & Gerhardt (1996), as used by SFinGe (Cappelli, Maio, Maltoni,
 ICPR 2000; Handbook of Fingerprint Recognition, ch. "Synthetic fingerprint generation"):
 
-    theta(z) = theta_inf + 1/2 [ sum_d g_d(arg(z - z_d)) - sum_c g_c(arg(z - z_c)) ]          (SM/VG eq.)
+    theta(z) = theta_inf + 1/2 [ sum_c g_c(arg(z - z_c)) - sum_d g_d(arg(z - z_d)) ]          (SM/VG eq.)
 
-with ``z = x + i y`` in image axes (x right, y down). Arches have no singular point and use the SFinGe arch model
+with ``z = x + i y`` in image axes (x right, y down). Cores carry the + sign (Poincare index +1/2: a single
+ridge line runs radially out of a core, along the loop axis) and deltas the - sign (index -1/2: three radial
+lines, the triradius). Flipping the y axis negates both ``theta`` and every ``arg``, so the formula reads the
+same in image and in mathematical axes. Arches have no singular point and use the SFinGe arch model
 ``theta = -atan(max(0, k - k y/H) cos(pi x/W))`` instead. A smooth low-frequency random field is added to every
 class so that two masters of one class never look alike.
 
@@ -126,7 +129,7 @@ def zero_pole_orientation(
     h, w = shape
     y, x = np.mgrid[0:h, 0:w].astype(np.float32)
     theta = np.full((h, w), theta_inf, np.float32)
-    for points, control, sign in ((deltas, delta_control, 0.5), (cores, core_control, -0.5)):
+    for points, control, sign in ((cores, core_control, 0.5), (deltas, delta_control, -0.5)):
         points = np.asarray(points, float).reshape(-1, 2)
         for i, (px, py) in enumerate(points):
             alpha = np.arctan2(y - np.float32(py), x - np.float32(px))
