@@ -12,7 +12,7 @@ import importlib
 import sys
 
 #: Modules that contribute subcommands, in help order.
-SUBCOMMANDS = ["data.cli", "client.cli", "server.cli", "privacy.publish_cli"]
+SUBCOMMANDS = ["data.cli", "client.cli", "server.cli", "privacy.publish_cli", "privacy.attacks.cli"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,8 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name == name:  # the subsystem simply does not exist (yet)
-                continue
+            if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
+                continue  # the subsystem is not installed in this build; its command is simply absent
             raise
         module.register(sub)
     return parser
