@@ -19,7 +19,7 @@ def _gallery(args: argparse.Namespace) -> int:
     from data.synth.gallery import write_gallery
 
     png = write_gallery(args.out, profiles=args.profiles, fingers=args.fingers, impressions=args.impressions,
-                        seed=args.seed)
+                        seed=args.seed, minutiae=not args.no_minutiae)
     print(f"gallery: {png}")
     return 0
 
@@ -63,6 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--fingers", type=int, default=2, help="fingers per profile")
     g.add_argument("--impressions", type=int, default=4)
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--no-minutiae", action="store_true", help="do not overlay the ground-truth minutiae")
     g.set_defaults(func=_gallery)
 
     i = dsub.add_parser("inspect", help="load a database and summarise it (checks every file)")

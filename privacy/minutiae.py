@@ -399,7 +399,10 @@ def segment(
 
 
 def _ridge_period(img: np.ndarray, mask: np.ndarray) -> float:
-    """Median ridge period (pixels) from the peak of the radially averaged power spectrum of the foreground."""
+    """Dominant ridge period (pixels): peak of the radially averaged power spectrum of the foreground.
+
+    Pass a locally normalised image; on a raw image, low-frequency illumination can dominate the band.
+    """
     x = np.where(mask, img - img[mask].mean(), 0.0)
     p = np.abs(np.fft.fftshift(np.fft.fft2(x))) ** 2
     h, w = p.shape
@@ -419,8 +422,9 @@ def gabor_enhance(
     mask: np.ndarray,
     orientation: np.ndarray,
     period: float,
-    n_orient: int = 8,
-    sigma_scale: float = 0.5,
+    n_orient: int = 16,
+    sigma_across: float = 0.45,
+    sigma_along: float = 0.8,
 ) -> np.ndarray:
     """Oriented Gabor enhancement: filter with ``n_orient`` even Gabor kernels, keep each pixel's own orientation.
 
@@ -433,13 +437,14 @@ def gabor_enhance(
         Ridge orientation in radians modulo pi (:func:`orientation_field`).
     period : float
         Ridge period in pixels.
-    n_orient : int, default 8
+    n_orient : int, default 16
         Number of quantised orientations (filter bank size).
-    sigma_scale : float, default 0.5
-        Gaussian envelope sigma as a fraction of the period.
+    sigma_across, sigma_along : float, default 0.45, 0.8
+        Gaussian envelope sigmas across and along the ridges, as fractions of the period (a longer envelope
+        along the ridge bridges creases and pores).
     """
-    sigma = sigma_scale * period
-    half = int(np.ceil(3 * sigma))
+    sa, sl = sigma_across * period, sigma_along * period
+    half = int(np.ceil(3 * max(sa, sl)))
     yy, xx = np.mgrid[-half : half + 1, -half : half + 1].astype(np.float64)
     bins = np.round(orientation / np.pi * n_orient).astype(int) % n_orient
     out = np.zeros_like(image)
@@ -447,7 +452,8 @@ def gabor_enhance(
         th = b * np.pi / n_orient
         # coordinate across the ridges (perpendicular to the ridge direction th)
         u = -xx * np.sin(th) + yy * np.cos(th)
-        kern = np.exp(-(xx**2 + yy**2) / (2 * sigma**2)) * np.cos(2 * np.pi * u / period)
+        v = xx * np.cos(th) + yy * np.sin(th)  # coordinate along the ridges
+        kern = np.exp(-(u**2) / (2 * sa**2) - v**2 / (2 * sl**2)) * np.cos(2 * np.pi * u / period)
         kern -= kern.mean()
         resp = cv2.filter2D(image, cv2.CV_64F, kern, borderType=cv2.BORDER_REFLECT)
         sel = bins == b
@@ -455,7 +461,14 @@ def gabor_enhance(
     return np.where(mask, out, 0.0)
 
 
-def binarize(image: np.ndarray, mask: np.ndarray | None = None, *, block: int = 15, enhance: bool = True) -> np.ndarray:
+def binarize(
+    image: np.ndarray,
+    mask: np.ndarray | None = None,
+    *,
+    block: int = 15,
+    enhance: bool = True,
+    orientation_sigma: float = 10.0,
+) -> np.ndarray:
     """Ridge map (ridge pixels True; ridges are dark in real prints) inside the foreground.
 
     Local normalisation (subtract a ``block`` box mean, divide by the local std), then optionally an oriented
@@ -471,6 +484,8 @@ def binarize(image: np.ndarray, mask: np.ndarray | None = None, *, block: int = 
         Normalisation window in pixels (odd, about 1.5 ridge periods at 500 dpi).
     enhance : bool, default True
         Apply Gabor enhancement (slower, fewer spurious minutiae).
+    orientation_sigma : float, default 10.0
+        Smoothing (pixels) of the orientation field that steers the Gabor filters.
     """
     img = _check_uint8(image).astype(np.float64)
     if mask is None:
@@ -486,8 +501,9 @@ def binarize(image: np.ndarray, mask: np.ndarray | None = None, *, block: int = 
     # Dark ridges -> positive values after sign flip.
     norm = -norm
     if enhance:
-        theta, _ = orientation_field(img, sigma=7.0)
-        norm = gabor_enhance(norm, mask, theta, _ridge_period(img, mask))
+        theta, _ = orientation_field(img, sigma=orientation_sigma)
+        # Period from the normalised image: its low frequencies (illumination, pressure) are already removed.
+        norm = gabor_enhance(norm, mask, theta, _ridge_period(norm, mask))
     ridges = (norm > 0) & mask
     # Remove isolated specks (< 10 px) that would thin to tiny fragments with two endings each.
     labels, n = ndimage.label(ridges, structure=np.ones((3, 3), bool))

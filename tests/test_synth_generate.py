@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from data.datasets import load_dataset
-from data.synth.generate import finger_records, generate_dataset
-from data.synth.impression import forward_map, inverse_map, render_impression, sample_placement
+from data.synth.generate import finger_records, generate_dataset, load_generated
+from data.synth.impression import render_impression
 from data.synth.master import make_master
-from data.synth.profiles import get_profile, load_profiles, pattern_prior, profile_names
+from data.synth.profiles import get_profile
+from fedprint_cli import main
 from privacy.minutiae import extract_minutiae
 
 
@@ -26,32 +26,10 @@ def casia_master():
     return p, make_master(1, seed=0, size=p.master_size, pattern_prior=p.pattern_prior, period_px=p.period_px)
 
 
-def test_shipped_profiles_and_priors():
-    assert {"socofing", "casia", "nist_sd10"} <= set(profile_names())
-    for name in profile_names():
-        prior = get_profile(name).pattern_prior
-        assert abs(sum(prior.values()) - 1) < 1e-9 and min(prior.values()) > 0
-    # Seed 003 Table 1: whorls are most frequent among Asian fingers, least among White fingers.
-    assert get_profile("casia").pattern_prior["whorl"] > get_profile("nist_sd10").pattern_prior["whorl"]
-    assert get_profile("socofing").pattern_prior["arch"] > get_profile("casia").pattern_prior["arch"]
 
 
-def test_pattern_prior_equal_shares_is_base():
-    base = {"arch": 1, "tented_arch": 1, "left_loop": 1, "right_loop": 1, "whorl": 1}
-    eq = {"loops": 25, "whorls": 25, "arches": 25, "tented_arches": 25}
-    assert pattern_prior(base, eq) == pytest.approx({k: 0.2 for k in base})
 
 
-def test_bad_profile_file_names_key(tmp_path):
-    src = (get_profile("casia").__class__.__module__, None)
-    assert src
-    bad = tmp_path / "p.toml"
-    text = (load_profiles.__globals__["PROFILES_FILE"]).read_text().replace("scale = 1.0", "scael = 1.0", 1)
-    bad.write_text(text)
-    with pytest.raises(ValueError, match=r"casia.*scael"):
-        load_profiles(bad)
-    with pytest.raises(ValueError, match="unknown synthetic profile"):
-        get_profile("nope")
 
 
 def test_impression_shape_determinism_and_variety(casia_master):
@@ -68,13 +46,6 @@ def test_impression_shape_determinism_and_variety(casia_master):
                   & (ga.minutiae[:, 1] < h))
 
 
-def test_inverse_map_inverts_forward_map(casia_master):
-    p, m = casia_master
-    pl = sample_placement(m, p, np.random.default_rng(3))
-    pts = np.random.default_rng(0).uniform(50, 300, (200, 2))
-    centre = np.array([163.5, 177.5])
-    back = inverse_map(forward_map(pts, pl, centre, p.scale), pl, centre, p.scale)
-    assert np.abs(back - pts).max() < 0.05
 
 
 def test_ground_truth_minutiae_are_where_the_extractor_finds_them(casia_master):
@@ -94,19 +65,26 @@ def test_ground_truth_minutiae_are_where_the_extractor_finds_them(casia_master):
 
 def test_generate_resume_and_worker_independence(tmp_path, socofing):
     a = generate_dataset(socofing, fingers=3, impressions=2, seed=1, out=tmp_path / "a", workers=1, progress=False)
-    recs = load_dataset("generic", a)
-    assert len(recs) == 6 and recs[0].domain == "synth:socofing" and recs[0].ground_truth is not None
+    recs = load_generated(a)
+    assert len(recs) == 6 and recs[0].ground_truth.pattern in {"arch", "tented_arch", "left_loop", "right_loop",
+                                                                 "whorl"}
+    assert len(recs) and recs[0].domain == "synth:socofing" and recs[0].ground_truth is not None
     manifest = json.loads((a / "manifest.json").read_text())
     assert manifest["format"] == "fedprint-synth/1" and len(manifest["ground_truth"]) == 6
 
-    # Interrupted run: finger 2 incomplete, no manifest -> a rerun finishes it with identical bytes.
+    # Killed run: fingers 1 and 2 incomplete (no ground truth; a missing and a half-written PNG), no manifest.
+    # The rerun keeps finger 0 as it is and redoes 1 and 2 in a 2-process pool, with identical bytes.
     b = tmp_path / "b"
     generate_dataset(socofing, fingers=3, impressions=2, seed=1, out=b, workers=1, progress=False)
     (b / "manifest.json").unlink()
-    (b / "f00002" / "ground_truth.json").unlink()
-    (b / "f00002" / "1.png").unlink()
+    for f in ("f00001", "f00002"):
+        (b / f / "ground_truth.json").unlink()
+    (b / "f00001" / "1.png").unlink()
+    (b / "f00002" / "0.png").write_bytes(b"\x89PNG truncated")
+    kept = (b / "f00000" / "0.png").stat().st_mtime_ns
     generate_dataset(socofing, fingers=3, impressions=2, seed=1, out=b, workers=2, progress=False)
-    for f in ("f00000/0.png", "f00002/1.png"):
+    assert (b / "f00000" / "0.png").stat().st_mtime_ns == kept
+    for f in ("f00000/0.png", "f00001/1.png", "f00002/0.png", "f00002/ground_truth.json"):
         assert (a / f).read_bytes() == (b / f).read_bytes()
     assert (b / "manifest.json").read_text() == (a / "manifest.json").read_text()
 
@@ -120,8 +98,38 @@ def test_generate_refuses_to_mix(tmp_path, socofing):
     (tmp_path / "y" / "other.txt").write_text("x")
     with pytest.raises(ValueError, match="not empty"):
         generate_dataset(socofing, fingers=2, impressions=2, seed=1, out=tmp_path / "y", progress=False)
+    with pytest.raises(ValueError, match=r"differs in \['profile'\]"):
+        generate_dataset(get_profile("casia"), fingers=2, impressions=2, seed=1, out=out, progress=False)
     with pytest.raises(ValueError, match="fingers"):
         generate_dataset(socofing, fingers=0, impressions=2, out=tmp_path / "z", progress=False)
+    with pytest.raises(ValueError, match="workers"):
+        generate_dataset(socofing, fingers=1, impressions=2, out=tmp_path / "w", workers=0, progress=False)
+    assert not (tmp_path / "w").exists()
+
+
+def test_load_generated_needs_a_finished_run(tmp_path, socofing):
+    out = tmp_path / "g"
+    generate_dataset(socofing, fingers=1, impressions=2, seed=0, out=out, workers=1, progress=False)
+    (out / "manifest.json").unlink()
+    with pytest.raises(ValueError, match="manifest"):
+        load_generated(out)
+
+
+def test_cli_synth_and_gallery(tmp_path, capsys):
+    out = tmp_path / "cli"
+    assert main(["data", "synth", "--profile", "socofing", "--fingers", "2", "--impressions", "2", "--seed", "3",
+                 "--out", str(out), "--workers", "1", "--quiet"]) == 0
+    assert sorted(p.name for p in (out / "f00001").iterdir()) == ["0.png", "1.png", "ground_truth.json"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["seed"] == 3 and manifest["profile"]["name"] == "socofing" and manifest["impressions"] == 2
+    # resuming with another seed is refused with one clear line and exit code 2
+    assert main(["data", "synth", "--profile", "socofing", "--fingers", "2", "--impressions", "2", "--seed", "4",
+                 "--out", str(out), "--quiet"]) == 2
+    assert "different synthetic generation" in capsys.readouterr().err
+    png = tmp_path / "g.png"
+    assert main(["data", "gallery", "--out", str(png), "--profiles", "socofing", "--fingers", "1",
+                 "--impressions", "2"]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_finger_records_in_memory(socofing):

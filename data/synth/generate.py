@@ -118,6 +118,8 @@ def generate_dataset(
     for name, v, lo in (("fingers", fingers, 1), ("impressions", impressions, 1), ("seed", seed, 0)):
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise ValueError(f"{name}: expected an integer >= {lo}, got {v!r}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers: expected an integer >= 1 or None (all cores), got {workers!r}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     spec = _spec(prof, fingers, impressions, seed)
@@ -137,7 +139,7 @@ def generate_dataset(
         return out
 
     todo = [f for f in range(fingers) if not _is_complete(out, f, impressions)]
-    workers = os.cpu_count() or 1 if workers is None else max(1, int(workers))
+    workers = (os.cpu_count() or 1) if workers is None else workers
     bar = tqdm(total=fingers, initial=fingers - len(todo), desc=f"synth {prof.name}", unit="finger",
                disable=not progress)
     tasks = [(prof, f, impressions, seed, str(out)) for f in todo]
@@ -160,3 +162,21 @@ def generate_dataset(
     manifest = {**spec_json, "ground_truth": ground_truth}
     _atomic_write(out / "manifest.json", json.dumps(manifest).encode())
     return out
+
+
+def load_generated(out: str | Path) -> list[FingerprintRecord]:
+    """Read a generated folder back: one record per impression, with ground truth and domain ``synth:<profile>``.
+
+    Raises ValueError when ``out`` holds no complete generation (no ``manifest.json``: the run was interrupted;
+    run the same ``generate_dataset`` call again to finish it).
+    """
+    from data.datasets import load_dataset
+
+    out = Path(out)
+    if not (out / "manifest.json").is_file():
+        raise ValueError(f"{out}: no manifest.json; not a finished synthetic generation (resume it first)")
+    records = load_dataset("generic", out)
+    missing = [r.key for r in records if r.ground_truth is None]
+    if missing:
+        raise ValueError(f"{out}: impressions without ground truth in manifest.json: {missing[:5]}")
+    return records

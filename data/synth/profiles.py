@@ -17,7 +17,10 @@ from data.synth.orientation import PATTERNS
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
 _RANGE_KEYS = ("period_px", "contact_fraction", "dryness", "breaks", "noise_sigma", "blur_sigma", "contrast",
-               "background", "blotches")
+               "background", "blotches", "ink_gain", "frame_px")
+_INT_PAIRS = ("output_size", "master_size", "blotches", "frame_px")
+_SCALARS = ("scale", "rotation_deg", "translation_px", "distortion_deg", "distortion_shift_px", "close_contact_px",
+            "brake_px", "contact_offset", "background_texture", "edge_fade_px", "saturation")
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,10 @@ class Profile:
     background_texture: float
     blotches: tuple[int, int]
     edge_fade_px: float
+    ink_gain: tuple[float, float]
+    saturation: float
+    frame_px: tuple[int, int]
+    anchor_shift: tuple[float, float]
 
     @property
     def domain(self) -> str:
@@ -90,8 +97,21 @@ def _build(name: str, table: dict[str, Any], doc: dict[str, Any], where: str) ->
             raise ValueError(f"{where}: profile {name!r}: {key} must be a pair [a, b] of numbers, got {v!r}")
         if v[0] > v[1] and key in _RANGE_KEYS:
             raise ValueError(f"{where}: profile {name!r}: {key} range must be [lo, hi] with lo <= hi, got {v}")
-        kw[key] = tuple(int(x) for x in v) if key in ("output_size", "master_size", "blotches") \
-            else tuple(float(x) for x in v)
+        kw[key] = tuple(int(x) for x in v) if key in _INT_PAIRS else tuple(float(x) for x in v)
+    v = kw["anchor_shift"]
+    if not (isinstance(v, list) and len(v) == 2 and all(isinstance(x, int | float) for x in v)):
+        raise ValueError(f"{where}: profile {name!r}: anchor_shift must be a pair [dx, dy] of numbers, got {v!r}")
+    kw["anchor_shift"] = (float(v[0]), float(v[1]))
+    for key in _SCALARS:
+        v = kw[key]
+        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+            raise ValueError(f"{where}: profile {name!r}: {key} must be a number >= 0, got {v!r}")
+        kw[key] = float(v)
+    for key in ("description", "population"):
+        if not isinstance(kw[key], str):
+            raise ValueError(f"{where}: profile {name!r}: {key} must be a string, got {kw[key]!r}")
+    if kw["brake_px"] <= 0 or kw["ink_gain"][0] <= 0 or kw["period_px"][0] <= 2:
+        raise ValueError(f"{where}: profile {name!r}: brake_px and ink_gain must be > 0 and period_px > 2 px")
     if min(kw["output_size"]) < 16 or min(kw["master_size"]) < 64:
         raise ValueError(f"{where}: profile {name!r}: output_size must be >= 16 px and master_size >= 64 px")
     if not 0.05 <= float(kw["scale"]) <= 4:
