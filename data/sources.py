@@ -6,6 +6,8 @@ generic loader, so a cached synthetic set and a real database follow exactly the
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,8 +17,16 @@ from data.record import FingerprintRecord
 
 
 def synth_cache_dir(source) -> Path:
-    """Cache folder of a synthetic source: one folder per (profile, seed, fingers, impressions)."""
-    return Path(source.cache) / f"{source.profile}-s{source.seed}-f{source.fingers}-i{source.impressions}"
+    """Cache folder of a synthetic source: one folder per (profile content, seed, fingers, impressions).
+
+    The profile's content hash is part of the name, so editing ``profiles.toml`` starts a new cache instead of
+    colliding with data generated under the old settings.
+    """
+    from data.synth.profiles import get_profile
+
+    digest = hashlib.sha256(json.dumps(get_profile(source.profile).to_json(), sort_keys=True).encode())
+    return Path(source.cache) / (f"{source.profile}-{digest.hexdigest()[:8]}-s{source.seed}-f{source.fingers}"
+                                 f"-i{source.impressions}")
 
 
 def load_source(source, *, progress: bool = True, workers: int | None = None) -> list[FingerprintRecord]:

@@ -1,0 +1,152 @@
+"""``fedprint audit`` (privacy.attacks.audit): a run directory is audited without being changed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import pytest
+import torch
+
+from client.train_run import run_training
+from fedprint_cli import main
+from fedprint_config import parse_config
+from privacy.attacks import audit
+from tests.conftest import stripe_records
+
+
+def _write_generic(records, root: Path) -> Path:
+    for r in records:
+        d = root / r.identity
+        d.mkdir(parents=True, exist_ok=True)
+        cv2.imwrite(str(d / f"{r.impression}.png"), r.image)
+    return root
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    torch.set_num_threads(1)  # 2 shared cores: more threads only oversubscribe them
+    tmp = tmp_path_factory.mktemp("audit")
+    data = _write_generic(stripe_records(n_fingers=20, n_impressions=4, size=32, seed=3), tmp / "data")
+    cfg = parse_config({
+        "run": {"name": "tiny", "out": str(tmp / "runs"), "seed": 0},
+        "data": {"sources": [{"kind": "dataset", "layout": "generic", "root": str(data)}]},
+        "model": {"encoder": "compact", "embedding_dim": 16, "input_size": 32},
+        "train": {"epochs": 2, "max_pairs_per_epoch": 200},
+    })
+    return run_training(cfg, "centralized", progress=False)
+
+
+def _audit(run: Path, out: Path, dp_epsilons: tuple[float, ...]) -> Path:
+    settings = audit.AuditSettings(shadow_models=2, epochs=1, input_size=32, dp_epsilons=dp_epsilons,
+                                   max_pairs_per_epoch=120, shadow_fingers=3)
+    return audit.run_audit(run, attacks=["mia"], out=out, settings=settings)
+
+
+def test_audit_of_run_model_leaves_run_unchanged(tiny_run, tmp_path):
+    before = audit.hash_tree(tiny_run)
+    assert main(["audit", "--run", str(tiny_run), "--attacks", "mia", "--no-comparison", "--quiet",
+                 "--out", str(tmp_path / "aud")]) == 0
+    assert audit.hash_tree(tiny_run) == before
+    assert sorted(p.name for p in tiny_run.parent.iterdir() if p.name.startswith(tiny_run.name)) == [tiny_run.name]
+    text = (tmp_path / "aud" / "audit.md").read_text()
+    assert "checkpoint(s)" in text and "## Table 6" not in text and "identical" in text
+    got = json.loads((tmp_path / "aud" / "mia.json").read_text())
+    assert got["study"] is None and got["run_models"][0]["model"] == "centralized"
+    assert set(got["run_models"][0]["attacks"]) == {"yeom_distance", "yeom_loss", "compactness"}
+
+
+@pytest.mark.slow
+def test_audit_mia_comparison_leaves_run_unchanged(tiny_run, tmp_path):
+    before = audit.hash_tree(tiny_run)
+    out = _audit(tiny_run, tmp_path / "aud", ())
+    assert audit.hash_tree(tiny_run) == before
+    assert sorted(p.name for p in tiny_run.parent.iterdir() if p.name.startswith(tiny_run.name)) == [tiny_run.name]
+    text = (out / "audit.md").read_text()
+    assert "Table 6" in text and "no defence" in text and "FP-DFSN β = 0.5" in text
+    assert "not resolvable" in text  # 8 non-member fingers cannot resolve TPR at 1% FPR
+    assert (out / "mia_roc_0.png").is_file() and (out / "mia_roc_run.png").is_file()
+    rows = json.loads((out / "mia.json").read_text())["study"]["conditions"]
+    assert [r["condition"] for r in rows] == ["no defence", "FP-DFSN β = 0.5"]
+    for r in rows:
+        assert set(r["attacks"]) == set(audit.mia.ATTACKS)
+        assert all(0.0 <= m["auc"] <= 1.0 for m in r["attacks"].values())
+
+
+@pytest.mark.slow
+def test_audit_dp_condition_reaches_target_epsilon(tiny_run, tmp_path):
+    before = audit.hash_tree(tiny_run)
+    out = _audit(tiny_run, tmp_path / "aud", (8.0,))
+    assert audit.hash_tree(tiny_run) == before
+    rows = json.loads((out / "mia.json").read_text())["study"]["conditions"]
+    assert rows[-1]["condition"] == "DP-SGD ε ≈ 8"
+    assert rows[-1]["epsilon"] == pytest.approx(8.0, rel=0.05)
+
+
+def test_audit_rejects_bad_inputs(tiny_run, tmp_path, capsys):
+    with pytest.raises(ValueError, match="unknown attack"):
+        audit.run_audit(tiny_run, attacks=["mia", "telepathy"])
+    with pytest.raises(ValueError, match="inside the run directory"):
+        audit.run_audit(tiny_run, attacks=["mia"], out=tiny_run / "audit")
+    with pytest.raises(FileNotFoundError):
+        audit.load_run(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no config.json"):
+        audit.load_run(tmp_path / "empty")
+    assert main(["audit", "--run", str(tmp_path / "nope")]) == 2
+    assert "run directory not found" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["audit", "--run", str(tiny_run), "--attacks", "mia,telepathy"])
+    assert "unknown attack" in capsys.readouterr().err
+
+
+def test_load_run_reads_config_and_checkpoint(tiny_run):
+    info = audit.load_run(tiny_run)
+    assert info.kind == "train" and list(info.models) == ["centralized"]
+    assert info.cfg.model.input_size == 32 and info.cfg.train.max_pairs_per_epoch == 200
+
+
+def test_synthetic_population_is_deterministic_and_disjoint():
+    a = audit.synthetic_population(2, 2, seed=5, size=64)
+    b = audit.synthetic_population(2, 2, seed=5, size=64)
+    c = audit.synthetic_population(2, 2, seed=6, size=64)
+    assert all((x.image == y.image).all() for x, y in zip(a, b, strict=True))
+    assert {r.identity for r in a}.isdisjoint({r.identity for r in c})
+    assert not (a[0].image == a[1].image).all()  # impressions differ
+
+
+@pytest.mark.slow
+def test_audit_imprint_table5_leaves_run_unchanged(tiny_run, tmp_path):
+    pytest.importorskip("privacy.attacks.inversion_audit")
+    before = audit.hash_tree(tiny_run)
+    out = audit.run_audit(tiny_run, attacks=["imprint"], out=tmp_path / "aud", quick=True)
+    assert audit.hash_tree(tiny_run) == before
+    text = (out / "audit.md").read_text()
+    assert "Table 5" in text and "without FP-DFSN" in text and "with FP-DFSN β = 0.5" in text
+    assert "## Table 6" not in text
+    res = json.loads((out / "inversion.json").read_text())
+    assert set(res) == {"without FP-DFSN", "with FP-DFSN β = 0.5"}
+
+
+def test_load_run_reads_a_simulate_run(tiny_run, tmp_path):
+    """A `fedprint simulate` layout: config.json {"experiment", "rounds"} + <method>/checkpoint/ arrays."""
+    import numpy as np
+
+    from client.baselines import new_encoder
+
+    info = audit.load_run(tiny_run)
+    sim = tmp_path / "sim"
+    (sim / "fedavg" / "checkpoint").mkdir(parents=True)
+    (sim / "config.json").write_text(json.dumps({"experiment": info.cfg.to_dict(), "rounds": 3}, default=str))
+    sd = new_encoder("compact", 16, 5).state_dict()
+    np.savez(sim / "fedavg" / "checkpoint" / "arrays-r0003.npz",
+             **{f"a{i:04d}": v.numpy() for i, v in enumerate(sd.values())})
+    (sim / "fedavg" / "checkpoint" / "state.json").write_text(json.dumps(
+        {"format": "fedprint-checkpoint/1", "round": 3, "arrays": "arrays-r0003.npz", "keys": list(sd)}))
+    got = audit.load_run(sim)
+    assert got.kind == "simulate" and got.epochs_per_client == 3 * info.cfg.train.epochs
+    (name, (net, used)), = got.models.items()
+    assert name == "fedavg (round 3)" and used is None
+    for k, v in net.state_dict().items():
+        assert (v == sd[k]).all()
