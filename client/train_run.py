@@ -19,6 +19,7 @@ import torch
 from client.baselines import evaluate_clients, train_centralized, train_local
 from client.evaluation import evaluate_on_pairs
 from client.local_data import ClientData, build_client_data
+from data.pairs import PairSet
 from data.sources import load_records, make_partitions
 from fedprint_config import ExperimentConfig
 from models.metrics import plot_roc, write_roc_csv
@@ -56,8 +57,43 @@ def build_clients(cfg: ExperimentConfig, *, progress: bool = True) -> list[Clien
     ]
 
 
-def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out: Path | None = None) -> Path:
-    """Train and evaluate in ``mode`` ("centralized" or "local"); returns the run directory."""
+def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, seed: int,
+                         progress: bool = True) -> list[dict]:
+    """EER / ROC AUC of the trained verifier and of an independent classical matcher (afis Gabor minutiae +
+    Bozorth3, :mod:`data.realism`) on the SAME random subset of each client's test pairs (``n_per_class``
+    genuine + ``n_per_class`` impostor pairs; the classical matcher is too slow for all of them).
+
+    The classical matcher sees the raw records; the verifier sees its own inputs (FP-DFSN images if enabled).
+    """
+    from data.realism import afis_templates, matcher_scores
+    from models.metrics import eer, roc_auc
+
+    rows = []
+    rng = np.random.default_rng(seed)
+    for c in clients:
+        lab = c.test_pairs.label
+        pick = np.concatenate([rng.choice(np.flatnonzero(lab == v), size=min(n_per_class, int((lab == v).sum())),
+                                          replace=False) for v in (1, 0)])
+        sub = PairSet(c.test_pairs.a[pick], c.test_pairs.b[pick], lab[pick])
+        _, deep_d = evaluate_on_pairs(net, c, sub)
+        used = np.unique(np.concatenate([sub.a, sub.b]))
+        pos = {int(k): i for i, k in enumerate(used)}
+        recs = [c.records[int(k)] for k in used]
+        idx = np.array([[pos[int(a)], pos[int(b)]] for a, b in zip(sub.a, sub.b, strict=True)], dtype=np.int64)
+        scores = matcher_scores(recs, idx, templates=afis_templates(recs, progress=progress), progress=progress)
+        rows.append({"client": c.name, "pairs": len(sub), "genuine": int(sub.n_genuine),
+                     "deep_eer": eer(deep_d, sub.label), "deep_roc_auc": roc_auc(deep_d, sub.label),
+                     "classical_eer": eer(scores, sub.label, higher_is_genuine=True),
+                     "classical_roc_auc": roc_auc(scores, sub.label, higher_is_genuine=True)})
+    return rows
+
+
+def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out: Path | None = None,
+                 classical_pairs: int = 0) -> Path:
+    """Train and evaluate in ``mode`` ("centralized" or "local"); returns the run directory.
+
+    ``classical_pairs`` > 0 also compares each model with the classical matcher on that many genuine and
+    impostor test pairs per client (:func:`classical_comparison`)."""
     if mode not in MODES:
         raise ValueError(f"mode: expected one of {MODES}, got {mode!r}")
     run_dir = out or new_run_dir(cfg.run.out, f"{cfg.run.name}-{mode}")
@@ -92,13 +128,26 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
         torch.save({"state_dict": net.state_dict(), "encoder": cfg.model.encoder,
                     "embedding_dim": cfg.model.embedding_dim, "input_pipeline": describe(spec)},
                    run_dir / f"checkpoint_{name}.pt".replace(":", "_"))
+    comparison = []
+    if classical_pairs > 0:
+        for name, (net, evaluated, _) in models.items():
+            comparison += [{"model": name, **r} for r in classical_comparison(
+                net, evaluated, n_per_class=classical_pairs, seed=cfg.run.seed, progress=progress)]
+        write_csv(run_dir / "classical_comparison.csv", comparison)
     write_csv(run_dir / "history.csv", history)
     write_csv(run_dir / "metrics.csv", rows)
     avg = {k: float(np.mean([r[k] for r in rows])) for k in ("accuracy", "eer", "roc_auc", "fmr100")}
     dp = dp_summary(cfg, {name: hist for name, (_, _, hist) in models.items()})
     write_json(run_dir / "metrics.json", {"per_client": rows, "average": avg, "train_seconds": t_train, "dp": dp})
     plot_roc(run_dir / "roc.png", curves, title=f"{cfg.run.name} ({mode}) — test pairs")
-    write_text(run_dir / "report.md", _report(cfg, mode, clients, rows, avg, history, t_train, dp))
+    report = _report(cfg, mode, clients, rows, avg, history, t_train, dp)
+    if comparison:
+        report += ("\n## Deep verifier vs an independent classical matcher (same test pairs)\n\n"
+                   "afis Gabor minutiae + Bozorth3 on a random subset of each client's test pairs; lower EER is "
+                   "better.\n\n" + markdown_table(comparison, ["model", "client", "pairs", "genuine", "deep_eer",
+                                                                "classical_eer", "deep_roc_auc",
+                                                                "classical_roc_auc"]))
+    write_text(run_dir / "report.md", report)
     return run_dir
 
 

@@ -48,3 +48,16 @@ def test_bad_config_is_one_clear_line(tmp_path, capsys):
     assert main(["train", "--mode", "local", "--config", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "unknown key" in err and "bad.toml" in err
+
+
+def test_classical_comparison_uses_the_same_pairs(toy_records):
+    from client.baselines import new_encoder
+    from client.local_data import build_client_data
+    from client.train_run import classical_comparison
+    from models.preprocess import InputSpec
+
+    data = build_client_data(toy_records, name="c", spec=InputSpec(size=32), seed=0, progress=False)
+    (row,) = classical_comparison(new_encoder("compact", 8, 0), [data], n_per_class=3, seed=0, progress=False)
+    assert row["pairs"] == 6 and row["genuine"] == 3
+    for key in ("deep_eer", "classical_eer", "deep_roc_auc", "classical_roc_auc"):
+        assert 0.0 <= row[key] <= 1.0
