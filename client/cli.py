@@ -17,6 +17,23 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from client.fpdfsn_sweep import run_sweep
+    from fedprint_config import load_config
+
+    run_dir = run_sweep(load_config(args.config), betas=args.beta, sigma2s=args.sigma2,
+                        sigma2_beta=args.sigma2_beta, progress=not args.quiet)
+    print(f"run directory: {run_dir}\nreport: {run_dir / 'report.md'}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train the Siamese verifier centrally or per client (baselines)")
     p.add_argument("--mode", choices=("centralized", "local"), required=True,
@@ -28,3 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "impostor test pairs per client (slow: ~0.2 s per pair)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_train)
+
+    w = sub.add_parser("sweep", help="verification accuracy vs FP-DFSN beta and noise variance (seed 003 Figs. 9-10)")
+    w.add_argument("--config", required=True, help="experiment TOML (its data, model and training settings)")
+    w.add_argument("--beta", type=_floats, default=[0.0, 0.3, 0.5, 0.7, 0.9], help="comma-separated β values")
+    w.add_argument("--sigma2", type=_floats, default=[0.0, 650.25, 2601.0],
+                   help="comma-separated σ² values (gray levels²), run at --sigma2-beta")
+    w.add_argument("--sigma2-beta", type=float, default=0.5)
+    w.add_argument("--quiet", action="store_true")
+    w.set_defaults(func=_sweep)

@@ -61,3 +61,12 @@ def test_classical_comparison_uses_the_same_pairs(toy_records):
     assert row["pairs"] == 6 and row["genuine"] == 3
     for key in ("deep_eer", "classical_eer", "deep_roc_auc", "classical_roc_auc"):
         assert 0.0 <= row[key] <= 1.0
+
+
+def test_fpdfsn_sweep_writes_table_and_plot(dataset_config, tmp_path):
+    assert main(["sweep", "--config", str(dataset_config), "--beta", "0,0.5", "--sigma2", "100",
+                 "--quiet"]) == 0
+    (run_dir,) = (tmp_path / "runs").glob("toy-fpdfsn-sweep-*")
+    lines = (run_dir / "sweep.csv").read_text().splitlines()
+    assert len(lines) == 4 and (run_dir / "sweep.png").is_file()
+    assert main(["sweep", "--config", str(dataset_config), "--beta", "1.0", "--sigma2", ""]) == 2
