@@ -8,6 +8,11 @@ point-set mechanisms, plus ``OUT.guarantee.json`` with the guarantee and the rel
 guarantee is printed. Any error (bad ε, unknown mechanism, unreadable image, no minutiae, budget exceeded)
 leaves no output file and charges nothing: outputs are written to temporary files, the ledger is committed,
 and only then are the files moved into place.
+
+``fedprint publish-eval``: the usability benchmark of :mod:`privacy.publish_eval` on synthetic impressions::
+
+    fedprint publish-eval --profile casia --fingers 6 --impressions 2 --epsilons 0.5,2,8 \\
+        [--mechanisms all] [--checkpoint RUN/checkpoint_centralized.pt] [--classical] --out DIR
 """
 
 from __future__ import annotations
@@ -43,6 +48,49 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--unit", help="finger identity charged in the ledger (required with --ledger)")
     p.add_argument("--seed", type=int, help="seed of the mechanism's noise (default: fresh entropy)")
     p.set_defaults(func=run)
+
+    e = sub.add_parser("publish-eval", help="usability benchmark of the publication mechanisms (paper vs sound)")
+    e.add_argument("--profile", default="casia", help="synthetic profile of the test impressions (default casia)")
+    e.add_argument("--fingers", type=int, default=6, help="number of synthetic fingers (default 6)")
+    e.add_argument("--impressions", type=int, default=2, help="impressions per finger, >= 2 (default 2)")
+    e.add_argument("--mechanisms", default="all", help="comma-separated mechanism names, or 'all' (default)")
+    e.add_argument("--variants", default="paper,sound", help="comma-separated variants (default paper,sound)")
+    e.add_argument("--epsilons", default="0.5,2,8", help="comma-separated ε grid (default 0.5,2,8)")
+    e.add_argument("--checkpoint", type=Path, help="checkpoint_*.pt of a `fedprint train` run (Siamese EER)")
+    e.add_argument("--classical", action="store_true", help="also run the classical afis matcher (slow)")
+    e.add_argument("--seed", type=int, default=0, help="seed of the synthetic data and the mechanisms' noise")
+    e.add_argument("--out", type=Path, required=True, help="output directory")
+    e.set_defaults(func=run_eval)
+
+
+def _csv_list(text: str, name: str) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise ValueError(f"{name}: expected a comma-separated list, got {text!r}")
+    return items
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from data.synth.generate import finger_records
+    from data.synth.profiles import get_profile
+    from privacy.publish_eval import publish_eval
+
+    if args.fingers < 2:
+        raise ValueError(f"--fingers: need at least 2 (a gallery with impostors), got {args.fingers}")
+    if args.impressions < 2:
+        raise ValueError(f"--impressions: need at least 2 (gallery + probe), got {args.impressions}")
+    try:
+        epsilons = [float(x) for x in _csv_list(args.epsilons, "--epsilons")]
+    except ValueError as exc:
+        raise ValueError(f"--epsilons: expected comma-separated numbers, got {args.epsilons!r}") from exc
+    mechanisms = None if args.mechanisms == "all" else _csv_list(args.mechanisms, "--mechanisms")
+    profile = get_profile(args.profile)
+    records = [r for f in range(args.fingers) for r in finger_records(profile, f, args.impressions, args.seed)]
+    path = publish_eval(records, mechanisms=mechanisms, variants=_csv_list(args.variants, "--variants"),
+                        epsilons=epsilons, checkpoint=args.checkpoint, classical=args.classical,
+                        seed=args.seed, out_dir=args.out)
+    print(f"Results: {path}; report: {path.parent / 'report.md'}")
+    return 0
 
 
 def _open_ledger(args: argparse.Namespace) -> Ledger | None:

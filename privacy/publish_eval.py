@@ -1,0 +1,396 @@
+"""Usability benchmark of the DP publication mechanisms (``fedprint publish-eval``): what honest privacy costs.
+
+For every mechanism x variant x ε, each probe impression (impression 1 of a finger) is published and the release
+is compared with the original and with the unprotected gallery (impression 0 of every finger):
+
+(a) minutiae retained — the fraction of the original probe's minutiae (:func:`privacy.minutiae.extract_minutiae`)
+    matched one-to-one within ``tolerance`` px (:func:`data.realism.match_points`) by the minutiae extracted from
+    the released image, or by the released point set itself for point-set mechanisms (seed 000's matching rate);
+(b) verification EER against the unprotected gallery — genuine pair = released probe vs its own finger's gallery
+    impression, impostor pairs = released probe vs every other finger's gallery impression — with a trained
+    Siamese encoder (``checkpoint``) and/or the classical afis matcher (``classical``); "not run" otherwise;
+(c) PSNR / SSIM of the released image vs the original (image mechanisms only).
+
+A mechanism that refuses a release (ε below a paper's minimum, too few minutiae) raises ``ValueError``; that is
+recorded as ``refused: <reason>`` and the benchmark goes on. Any other exception is a bug and propagates.
+
+Outputs in ``out_dir``: ``results.csv`` (one row per mechanism x variant x ε, plus the ``unprotected`` baseline),
+``releases.csv`` (one row per release), ``table_<variant>.md`` and ``plot_<variant>.png`` per variant, and
+``report.md`` (paper vs sound side by side, and each mechanism/variant's guarantee statement).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from data.realism import match_points
+from data.record import FingerprintRecord
+from models.metrics import eer
+from privacy.minutiae import extract_minutiae
+from privacy.publish import registry
+from privacy.publish.base import VARIANTS
+from privacy.similarity import psnr, ssim
+
+NOT_RUN = "not run"
+NOT_APPLICABLE = "n/a"
+RESULT_COLUMNS = ["mechanism", "variant", "epsilon", "status", "n_probes", "n_released", "n_refused", "dp",
+                  "spent_epsilon", "minutiae_retained", "psnr", "ssim", "eer_siamese", "eer_classical"]
+#: Metrics plotted against ε (column, axis label).
+PLOT_METRICS = [("minutiae_retained", "minutiae retained"), ("ssim", "SSIM"), ("psnr", "PSNR (dB)"),
+                ("eer_siamese", "EER (Siamese)"), ("eer_classical", "EER (classical)")]
+
+
+def split_gallery_probes(records: Sequence[FingerprintRecord], n_images: int | None = None
+                         ) -> tuple[list[FingerprintRecord], list[FingerprintRecord]]:
+    """Gallery = impression 0 of every finger; probes = impression 1 of the fingers that have both (first
+    ``n_images`` of them, in identity order). Altered images are ignored."""
+    by_id: dict[str, dict[int, FingerprintRecord]] = {}
+    for r in records:
+        if r.alteration is None:
+            by_id.setdefault(r.identity, {}).setdefault(r.impression, r)
+    gallery = [imps[0] for _, imps in sorted(by_id.items()) if 0 in imps]
+    probes = [imps[1] for _, imps in sorted(by_id.items()) if 0 in imps and 1 in imps]
+    if n_images is not None:
+        if n_images < 1:
+            raise ValueError(f"n_images: expected a positive number of probes, got {n_images}")
+        probes = probes[:n_images]
+    if len(gallery) < 2 or not probes:
+        raise ValueError(f"records: need >= 2 fingers with impression 0 and >= 1 with impressions 0 and 1, got "
+                         f"{len(gallery)} gallery and {len(probes)} probe impressions")
+    return gallery, probes
+
+
+class SiameseScorer:
+    """Embedding distances of a ``fedprint train`` checkpoint (``checkpoint_<model>.pt``)."""
+
+    def __init__(self, checkpoint: str | Path) -> None:
+        import torch
+
+        from models.preprocess import InputSpec
+        from models.siamese import build_encoder
+
+        path = Path(checkpoint)
+        if not path.is_file():
+            raise FileNotFoundError(f"checkpoint: {path} does not exist")
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        missing = {"state_dict", "encoder", "embedding_dim", "input_pipeline"} - set(ckpt)
+        if missing:
+            raise ValueError(f"checkpoint {path}: not a `fedprint train` checkpoint, missing {sorted(missing)}")
+        self.encoder = build_encoder(ckpt["encoder"], int(ckpt["embedding_dim"]))
+        self.encoder.load_state_dict(ckpt["state_dict"])
+        self.encoder.eval()
+        ip = ckpt["input_pipeline"]
+        self.spec = InputSpec(size=int(ip["size"]), keep_aspect=bool(ip["keep_aspect"]),
+                              normalization=str(ip["normalization"]))
+
+    def embed(self, images: Sequence[np.ndarray]) -> np.ndarray:
+        import torch
+
+        from models.preprocess import to_tensor_batch
+
+        with torch.no_grad():
+            return self.encoder(to_tensor_batch(list(images), self.spec)).double().numpy()
+
+
+def _pair_labels(probe_ids: Sequence[str], gallery_ids: Sequence[str]) -> np.ndarray:
+    """(n_probes, n_gallery) 1 for genuine (same finger), 0 for impostor."""
+    return (np.asarray(probe_ids)[:, None] == np.asarray(gallery_ids)[None, :]).astype(int)
+
+
+def _eer_or_nan(scores: np.ndarray, labels: np.ndarray, higher_is_genuine: bool) -> float:
+    lab = labels.reshape(-1)
+    if lab.sum() == 0 or lab.sum() == lab.size:
+        return math.nan
+    return eer(scores.reshape(-1), lab, higher_is_genuine=higher_is_genuine)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, str):
+        return v
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _mean(xs: list[float]) -> float:
+    xs = [x for x in xs if not math.isnan(x)]
+    return float(np.mean(xs)) if xs else math.nan
+
+
+def publish_eval(
+    records: Sequence[FingerprintRecord],
+    *,
+    mechanisms: Sequence[str] | None = None,
+    variants: Sequence[str] = VARIANTS,
+    epsilons: Sequence[float],
+    checkpoint: str | Path | None = None,
+    classical: bool = False,
+    n_images: int | None = None,
+    seed: int = 0,
+    out_dir: str | Path,
+    tolerance: float = 8.0,
+    progress: bool = True,
+) -> Path:
+    """Publish every probe with every mechanism x variant x ε and measure usability; write the outputs.
+
+    Parameters
+    ----------
+    records : sequence of FingerprintRecord
+        At least two fingers with impression 0 (gallery) and one with impression 1 (probe).
+    mechanisms : sequence of str, optional
+        Names from :data:`privacy.publish.registry.MECHANISMS` (default: all available).
+    variants : sequence of {"paper", "sound"}
+    epsilons : sequence of float
+        ε grid (each > 0; a mechanism may still refuse one below its documented minimum — recorded).
+    checkpoint : path, optional
+        ``checkpoint_<model>.pt`` of a ``fedprint train`` run: enables the Siamese EER.
+    classical : bool, default False
+        Also compute the classical (afis Bozorth3) EER — slow: ~2 s per image template, ~0.2 s per pair.
+    n_images : int, optional
+        Use only the first ``n_images`` probes (default: all).
+    seed : int
+        Seed of every mechanism's noise (one generator per mechanism x variant x ε, so rows are independent).
+    out_dir : path
+        Output directory (created).
+    tolerance : float, default 8.0
+        Minutia matching distance in pixels.
+    progress : bool
+        tqdm bar over releases.
+
+    Returns
+    -------
+    Path
+        ``out_dir / "results.csv"``.
+    """
+    mechanisms = list(registry.known() if mechanisms is None else mechanisms)
+    for m in mechanisms:
+        registry.releases_points(m)  # unknown -> ValueError listing the known ones
+    for v in variants:
+        if v not in VARIANTS:
+            raise ValueError(f"variants: expected values from {VARIANTS}, got {v!r}")
+    epsilons = [float(e) for e in epsilons]
+    if not epsilons or any(not math.isfinite(e) or e <= 0 for e in epsilons):
+        raise ValueError(f"epsilons: expected a non-empty list of finite values > 0, got {epsilons}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    gallery, probes = split_gallery_probes(records, n_images)
+    gallery_ids = [g.identity for g in gallery]
+    labels = _pair_labels([p.identity for p in probes], gallery_ids)
+    orig_minutiae = [extract_minutiae(p.image) for p in probes]
+
+    scorer = SiameseScorer(checkpoint) if checkpoint is not None else None
+    gallery_emb = scorer.embed([g.image for g in gallery]) if scorer else None
+    classical_ctx = _ClassicalMatcher(gallery, progress) if classical else None
+
+    def verification(images: list[np.ndarray | None]) -> tuple[object, object]:
+        """EERs of the released probes (None = refused) against the gallery."""
+        keep = [i for i, im in enumerate(images) if im is not None]
+        if not keep:
+            return math.nan, math.nan
+        lab = labels[keep]
+        e_s: object = NOT_RUN
+        if scorer is not None:
+            emb = scorer.embed([images[i] for i in keep])
+            d = np.linalg.norm(emb[:, None, :] - gallery_emb[None, :, :], axis=2)
+            e_s = _eer_or_nan(d, lab, higher_is_genuine=False)
+        e_c: object = NOT_RUN
+        if classical_ctx is not None:
+            e_c = _eer_or_nan(classical_ctx.scores([images[i] for i in keep], [probes[i] for i in keep]), lab,
+                              higher_is_genuine=True)
+        return e_s, e_c
+
+    results: list[dict] = []
+    releases: list[dict] = []
+    statements: dict[tuple[str, str], tuple[float, str]] = {}
+    base_s, base_c = verification([p.image for p in probes])
+    results.append({"mechanism": "unprotected", "variant": "", "epsilon": math.inf, "status": "ok",
+                    "n_probes": len(probes), "n_released": len(probes), "n_refused": 0, "dp": "",
+                    "spent_epsilon": 0.0, "minutiae_retained": 1.0, "psnr": math.inf, "ssim": 1.0,
+                    "eer_siamese": base_s, "eer_classical": base_c})
+
+    bar = tqdm(total=len(mechanisms) * len(variants) * len(epsilons) * len(probes), desc="publish-eval releases",
+               disable=not progress)
+    for mi, mech in enumerate(mechanisms):
+        is_points = registry.releases_points(mech)
+        needs_m = registry.needs_minutiae(mech)
+        for vi, variant in enumerate(variants):
+            for ei, eps in enumerate(epsilons):
+                rng = np.random.default_rng([seed, mi, vi, ei])
+                released: list[np.ndarray | None] = []
+                retained, psnrs, ssims, spent, reasons, dps = [], [], [], [], [], []
+                for p, m0 in zip(probes, orig_minutiae, strict=True):
+                    row = {"mechanism": mech, "variant": variant, "epsilon": eps, "identity": p.identity}
+                    try:
+                        pub = registry.publish(mech, p.image, m0 if needs_m else None, eps, rng, variant)
+                    except ValueError as exc:
+                        reasons.append(str(exc))
+                        released.append(None)
+                        releases.append({**row, "status": f"refused: {exc}"})
+                        bar.update()
+                        continue
+                    statements.setdefault((mech, variant), (eps, pub.guarantee.statement()))
+                    pts = pub.points if is_points else extract_minutiae(pub.image)
+                    frac = match_points(pts, m0, tolerance) / len(m0) if len(m0) else math.nan
+                    retained.append(frac)
+                    spent.append(pub.spent_epsilon)
+                    dps.append(pub.guarantee.dp)
+                    if is_points:
+                        released.append(None)
+                        q_psnr = q_ssim = math.nan
+                    else:
+                        released.append(pub.image)
+                        q_psnr, q_ssim = psnr(p.image, pub.image), ssim(p.image, pub.image)
+                        psnrs.append(q_psnr)
+                        ssims.append(q_ssim)
+                    releases.append({**row, "status": "ok", "n_minutiae_original": len(m0),
+                                     "n_minutiae_released": len(pts), "minutiae_retained": frac,
+                                     "psnr": q_psnr, "ssim": q_ssim, "spent_epsilon": pub.spent_epsilon})
+                    bar.update()
+                n_ok = len(probes) - len(reasons)
+                if n_ok == 0:
+                    status = f"refused: {reasons[0]}"
+                elif reasons:
+                    status = f"partly refused ({len(reasons)}/{len(probes)}): {reasons[0]}"
+                else:
+                    status = "ok"
+                if is_points:
+                    e_s = e_c = NOT_APPLICABLE if n_ok else math.nan
+                    q_psnr = q_ssim = NOT_APPLICABLE
+                else:
+                    e_s, e_c = verification(released)
+                    q_psnr, q_ssim = _mean(psnrs), _mean(ssims)
+                results.append({"mechanism": mech, "variant": variant, "epsilon": eps, "status": status,
+                                "n_probes": len(probes), "n_released": n_ok, "n_refused": len(reasons),
+                                "dp": (all(dps) if dps else ""), "spent_epsilon": _mean(spent),
+                                "minutiae_retained": _mean(retained), "psnr": q_psnr, "ssim": q_ssim,
+                                "eer_siamese": e_s, "eer_classical": e_c})
+    bar.close()
+
+    path = out / "results.csv"
+    _write_csv(path, results, RESULT_COLUMNS)
+    _write_csv(out / "releases.csv", releases,
+               ["mechanism", "variant", "epsilon", "identity", "status", "n_minutiae_original",
+                "n_minutiae_released", "minutiae_retained", "psnr", "ssim", "spent_epsilon"])
+    tables = {}
+    for v in variants:
+        tables[v] = _markdown_table([r for r in results if r["variant"] in (v, "")])
+        (out / f"table_{v}.md").write_text(f"# Usability, variant `{v}`\n\n{tables[v]}\n")
+        _plot(out / f"plot_{v}.png", [r for r in results if r["variant"] == v], v)
+    (out / "report.md").write_text(_report(results, variants, mechanisms, epsilons, statements, len(probes),
+                                           len(gallery), checkpoint, classical, tolerance))
+    return path
+
+
+class _ClassicalMatcher:
+    """afis Bozorth3 scores of released probes vs the gallery (gallery templates computed once)."""
+
+    def __init__(self, gallery: list[FingerprintRecord], progress: bool) -> None:
+        from data.realism import afis_templates
+
+        self.gallery = gallery
+        self.templates = afis_templates(gallery, progress=progress)
+
+    def scores(self, images: list[np.ndarray], probes: list[FingerprintRecord]) -> np.ndarray:
+        from data.realism import afis_templates, matcher_scores
+
+        recs = [FingerprintRecord(p.identity, p.impression, im, p.domain) for im, p in zip(images, probes,
+                                                                                            strict=True)]
+        all_recs = list(self.gallery) + recs
+        templates = self.templates + afis_templates(recs, progress=False)
+        ng = len(self.gallery)
+        pi, gi = np.meshgrid(np.arange(len(recs)), np.arange(ng), indexing="ij")
+        pairs = np.stack([ng + pi.reshape(-1), gi.reshape(-1)], 1).astype(np.int64)
+        s = matcher_scores(all_recs, pairs, templates=templates, progress=False)
+        return s.reshape(len(recs), ng)
+
+
+def _write_csv(path: Path, rows: list[dict], columns: list[str]) -> None:
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: _fmt(r.get(k)) for k in columns})
+
+
+def _markdown_table(rows: list[dict]) -> str:
+    cols = ["mechanism", "epsilon", "dp", "n_released", "minutiae_retained", "psnr", "ssim", "eer_siamese",
+            "eer_classical", "status"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append("| " + " | ".join(_fmt(r[c]).replace("|", "/") for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def _plot(path: Path, rows: list[dict], variant: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    eps_grid = sorted({r["epsilon"] for r in rows})
+    fig, axes = plt.subplots(1, len(PLOT_METRICS), figsize=(4 * len(PLOT_METRICS), 3.6))
+    for ax, (col, label) in zip(axes, PLOT_METRICS, strict=True):
+        for mech in dict.fromkeys(r["mechanism"] for r in rows):
+            pts = [(r["epsilon"], r[col]) for r in rows if r["mechanism"] == mech and isinstance(r[col], float)
+                   and math.isfinite(r[col])]
+            if pts:
+                x, y = zip(*sorted(pts), strict=True)
+                ax.plot(x, y, marker="o", label=mech)
+        if not ax.lines:
+            ax.text(0.5, 0.5, "not run / n/a", ha="center", va="center", transform=ax.transAxes)
+        ax.set_xscale("log")
+        ax.minorticks_off()
+        ax.set_xticks(eps_grid, [f"{e:g}" for e in eps_grid])
+        ax.set_xlabel("ε")
+        ax.set_title(label)
+    handles, names = axes[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, names, loc="center right", fontsize=8)
+    fig.suptitle(f"Usability vs ε, variant '{variant}' (refused releases not plotted)")
+    fig.tight_layout(rect=(0, 0, 0.9, 0.95))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _report(results, variants, mechanisms, epsilons, statements, n_probes, n_gallery, checkpoint, classical,
+            tolerance) -> str:
+    key = {(r["mechanism"], r["variant"], r["epsilon"]): r for r in results}
+    base = results[0]
+    lines = ["# Publication usability benchmark (`fedprint publish-eval`)", "",
+             f"{n_probes} probes (impression 1) against an unprotected gallery of {n_gallery} fingers "
+             f"(impression 0). Minutiae retained: fraction of the original probe's minutiae matched within "
+             f"{tolerance:g} px. EER (Siamese): {'checkpoint ' + str(checkpoint) if checkpoint else NOT_RUN}; "
+             f"EER (classical, afis Bozorth3): {'run' if classical else NOT_RUN}. Point-set mechanisms release no "
+             f"image, so PSNR/SSIM/EER are n/a for them.", "",
+             f"Unprotected baseline: EER Siamese {_fmt(base['eer_siamese'])}, EER classical "
+             f"{_fmt(base['eer_classical'])}.", "", "## Side by side", ""]
+    metrics = [("minutiae_retained", "retained"), ("ssim", "SSIM"), ("eer_siamese", "EER-S"),
+               ("eer_classical", "EER-C"), ("status", "status")]
+    head = ["mechanism", "ε"] + [f"{v} {lab}" for v in variants for _, lab in metrics]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in mechanisms:
+        for e in epsilons:
+            cells = [m, f"{e:g}"]
+            for v in variants:
+                r = key[(m, v, e)]
+                cells += [_fmt(r[c]).replace("|", "/") for c, _ in metrics]
+            lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "## Guarantees (as stated by the first release of each mechanism/variant)", ""]
+    for m in mechanisms:
+        for v in variants:
+            if (m, v) in statements:
+                e, s = statements[(m, v)]
+                lines.append(f"- **{m} / {v}** (ε = {e:g}): {s}")
+            else:
+                lines.append(f"- **{m} / {v}**: no release (every request refused).")
+    lines += ["", "Per-variant tables: " + ", ".join(f"`table_{v}.md`" for v in variants) + "; plots: "
+              + ", ".join(f"`plot_{v}.png`" for v in variants) + "; raw rows: `results.csv`, `releases.csv`.", ""]
+    return "\n".join(lines)
