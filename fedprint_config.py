@@ -232,13 +232,24 @@ def parse_config(table: dict[str, Any], *, source: str = "<config>") -> Experime
         raise ValueError(f"{source}: {exc}") from None
 
 
-def load_config(path: str | Path) -> ExperimentConfig:
-    """Read and validate an experiment TOML file."""
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """The parsed TOML table of an experiment file (clear errors for a missing file or bad TOML)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"config file not found: {path}")
     try:
-        table = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML ({exc})") from None
+
+
+def load_config(path: str | Path) -> ExperimentConfig:
+    """Read and validate an experiment TOML file.
+
+    A ``[federation]`` table (rounds, methods, ... of ``fedprint simulate``, validated by
+    :func:`server.experiment.load_experiment`) is not part of the training config and is ignored here, so one
+    experiment file serves ``fedprint train`` and ``fedprint simulate`` alike.
+    """
+    table = read_toml(path)
+    table.pop("federation", None)
     return parse_config(table, source=str(path))

@@ -13,12 +13,11 @@ is part of the FAB (``flwr run .`` packages ``**/*.toml``) and of the source tre
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from fedprint_config import ExperimentConfig, parse_config
+from fedprint_config import ExperimentConfig, parse_config, read_toml
 
 #: Folder of the shipped experiment TOMLs (next to the ``server`` package, in the FAB and the source tree).
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "experiments"
@@ -141,11 +140,4 @@ def resolve_experiment(name_or_path: str | Path, base_dir: str | Path | None = N
 
 def load_experiment(path: str | Path) -> tuple[ExperimentConfig, FederationConfig]:
     """Read an experiment TOML (see :func:`parse_experiment`)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"config file not found: {path}")
-    try:
-        table = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML ({exc})") from None
-    return parse_experiment(table, source=str(path))
+    return parse_experiment(read_toml(path), source=str(path))

@@ -42,3 +42,9 @@ def test_errors_name_the_key(table, message):
 def test_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="config file not found"):
         load_config(tmp_path / "nope.toml")
+
+
+def test_train_config_ignores_the_federation_table(tmp_path):
+    p = tmp_path / "x.toml"
+    p.write_text("[train]\nepochs = 2\n[federation]\nrounds = 3\n")
+    assert load_config(p).train.epochs == 2
