@@ -17,6 +17,7 @@ anchors / merge keys; override files (``command`` / ``entrypoint`` replaced, ``v
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -302,10 +303,8 @@ class ProcessGroup:
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Send ``sig`` to the whole process group of one service (its app subprocesses included)."""
         proc = self.procs[name]
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
         if sig == signal.SIGKILL:
             proc.wait(timeout=10)
 
@@ -313,25 +312,17 @@ class ProcessGroup:
         """SIGTERM every process group, SIGKILL what is left after ``grace`` seconds, reap."""
         names = list(self.procs if names is None else names)
         for name in reversed(names):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.procs[name].pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + grace
         for name in names:
             proc = self.procs[name]
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-            try:  # the group may hold app subprocesses even when the leader is gone
+            with contextlib.suppress(ProcessLookupError):  # the group may hold app subprocesses without its leader
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
 
 
 def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:

@@ -27,21 +27,13 @@ from data.record import FingerprintRecord
 from data.synth.impression import render_impression
 from data.synth.master import make_master
 from data.synth.profiles import Profile, get_profile
+from server.rundir import atomic_write_bytes
 
 FORMAT = "fedprint-synth/1"
 
 
 def identity_name(finger: int) -> str:
     return f"f{finger:05d}"
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def finger_records(profile: Profile, finger: int, impressions: int, seed: int) -> list[FingerprintRecord]:
@@ -65,9 +57,9 @@ def _make_finger(args: tuple[Profile, int, int, int, str]) -> int:
         ok, buf = cv2.imencode(".png", rec.image)
         if not ok:
             raise RuntimeError(f"{folder}: PNG encoding failed")
-        _atomic_write(folder / f"{rec.impression}.png", buf.tobytes())
+        atomic_write_bytes(folder / f"{rec.impression}.png", buf.tobytes())
         gts[str(rec.impression)] = rec.ground_truth.to_json()
-    _atomic_write(folder / "ground_truth.json", json.dumps(gts).encode())
+    atomic_write_bytes(folder / "ground_truth.json", json.dumps(gts).encode())
     return finger
 
 
@@ -134,7 +126,7 @@ def generate_dataset(
     else:
         if any(out.iterdir()):
             raise ValueError(f"{out}: folder is not empty and holds no synthetic generation; choose another --out")
-        _atomic_write(spec_file, json.dumps(spec_json, indent=1).encode())
+        atomic_write_bytes(spec_file, json.dumps(spec_json, indent=1).encode())
     if (out / "manifest.json").is_file():
         return out
 
@@ -160,7 +152,7 @@ def generate_dataset(
         for i in range(impressions):
             ground_truth[f"{identity_name(f)}/{i}"] = gts[str(i)]
     manifest = {**spec_json, "ground_truth": ground_truth}
-    _atomic_write(out / "manifest.json", json.dumps(manifest).encode())
+    atomic_write_bytes(out / "manifest.json", json.dumps(manifest).encode())
     return out
 
 

@@ -48,12 +48,12 @@ import numpy as np
 
 from privacy.publish.base import Publication, check_epsilon, clip_uint8
 from privacy.publish.masked import check_options, paper_guarantee, prepare, sound_guarantee
+from privacy.publish.primitives import exponential_ordering
 from privacy.publish.regions import (
     MIN_CLUSTER_SIZE,
     add_laplace,
     allocate_budget,
     density_order,
-    exponential_order,
     owner_map,
     paper_minimum_epsilon,
     rklap_regions,
@@ -137,7 +137,7 @@ def publish_dp_rklap(
 
     if variant == "paper":
         check_epsilon(eps2, minimum=paper_minimum_epsilon(q), name="epsilon - epsilon_order (epsilon_2)")
-        order = exponential_order(density, eps1, score_sensitivity, rng)
+        order = exponential_ordering(rng, density, eps1, score_sensitivity)
         eps_j = np.zeros(len(regions))
         eps_j[order] = allocate_budget(sizes[order], eps2)
         scales = sizes / eps_j
@@ -151,7 +151,7 @@ def publish_dp_rklap(
             f"with sum epsilon_j = epsilon_2 = {eps2:g} (sequential)")
         extra = {}
     else:
-        order = exponential_order(density, eps1, score_sensitivity, rng) if eps1 > 0 else density_order(density)
+        order = exponential_ordering(rng, density, eps1, score_sensitivity) if eps1 > 0 else density_order(density)
         owner = owner_map(regions, order, image.shape)
         owned = np.bincount(owner[owner >= 0], minlength=len(regions)).astype(np.float64)
         live = [int(i) for i in order if owned[i] > 0]

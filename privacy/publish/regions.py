@@ -19,9 +19,10 @@ from scipy.cluster.hierarchy import linkage
 from scipy.spatial.distance import pdist
 
 from privacy.publish.base import check_minutiae
+from privacy.publish.primitives import PIXEL_RANGE
 
 #: L1 sensitivity of one pixel under the one-pixel neighbouring relation with values in [0, 255].
-PIXEL_SENSITIVITY = 255.0
+PIXEL_SENSITIVITY = PIXEL_RANGE  # module-level alias so tests can monkeypatch the scale
 #: Paper: every cluster must hold M_i > 4 minutiae (Sec. IV, "minimum cluster size of 5").
 MIN_CLUSTER_SIZE = 5
 #: Paper Eqs. (11), (20), (32): epsilon >= Delta Q / 256 so that the Laplace scale b = Delta Q / epsilon <= 256.
@@ -307,20 +308,6 @@ def allocate_budget(sizes: Sequence[float], epsilon: float) -> np.ndarray:
         left_eps -= out[j]
         left_q -= qj
     return out
-
-
-def exponential_order(scores: np.ndarray, epsilon: float, sensitivity: float, rng: np.random.Generator) -> np.ndarray:
-    """Alg. 4 steps 4-7.5: order regions by repeated exponential-mechanism draws without replacement,
-    ``P_i ∝ exp(epsilon * score_i / (2 * sensitivity))`` among the regions not yet drawn.
-
-    Implemented with the Gumbel-max trick (argsort of ``epsilon * score / (2 * sensitivity) + Gumbel``), which
-    has exactly the distribution of successive draws without replacement. ``epsilon = 0`` gives a uniform order.
-    """
-    s = np.asarray(scores, dtype=np.float64)
-    if epsilon < 0 or not sensitivity > 0:
-        raise ValueError(f"exponential_order: need epsilon >= 0 and sensitivity > 0, got {epsilon}, {sensitivity}")
-    keys = epsilon * s / (2.0 * sensitivity) + rng.gumbel(size=len(s))
-    return np.argsort(-keys, kind="stable")
 
 
 def density_order(scores: np.ndarray) -> np.ndarray:
