@@ -292,6 +292,7 @@ class AFFR(FedAvg):
             by_node.setdefault(int(msg.metadata.src_node_id), []).append(msg)
         accepted: dict[int, RecordDict] = {}
         rejected: dict[int, str] = {}
+        self._decoded: dict[int, dict] = {}
         for node in sorted(by_node):
             msgs = by_node[node]
             if len(msgs) > 1:
@@ -301,15 +302,18 @@ class AFFR(FedAvg):
             elif not msgs[0].has_content():
                 reason = "reply carries neither content nor error"
             else:
+                arrays: dict = {}
                 reason = check_reply(
                     msgs[0].content,
                     self._reference if expect_arrays else None,
                     required_metric_keys=required,
                     positive_metric_keys=[self.weighted_by_key],
                     expect_arrays=expect_arrays,
+                    decoded=arrays,
                 )
             if reason is None:
                 accepted[node] = msgs[0].content
+                self._decoded[node] = arrays  # decoded once here, reused by the aggregation
             else:
                 rejected[node] = reason
                 log(WARNING, "%s: rejected reply from node %d: %s", stage, node, reason)
@@ -379,7 +383,7 @@ class AFFR(FedAvg):
         log(INFO, "aggregate_train: round %d, step %.4f, weights %s", t, d_t,
             {n: round(w, 4) for n, w in round_weights.items()})
 
-        arrays = self._aggregate_arrays([accepted[n] for n in present], [round_weights[n] for n in present])
+        arrays = self._aggregate_arrays([self._decoded[n] for n in present], [round_weights[n] for n in present])
         metrics = self._aggregate_metrics([accepted[n] for n in present], self.train_metrics_aggr_fn,
                                           "aggregate_train")
         return arrays, metrics
@@ -400,13 +404,12 @@ class AFFR(FedAvg):
         log(INFO, "aggregate_train: new node(s) %s enter with weight %.4g (before renormalisation)",
             new, mean)
 
-    def _aggregate_arrays(self, contents: list[RecordDict], weights: list[float]) -> ArrayRecord:
+    def _aggregate_arrays(self, decoded: list[dict], weights: list[float]) -> ArrayRecord:
+        """Σ w_i θ_i per key of the global model, from the arrays ``_screen`` already decoded."""
         assert self._reference is not None
-        records = [next(iter(c.array_records.values())) for c in contents]
         out: dict[str, Array] = {}
         for key, ref in self._reference.items():
-            arrays = [r[key].numpy() for r in records]
-            out[key] = Array(_weighted_average(arrays, weights, np.dtype(ref.dtype)))
+            out[key] = Array(_weighted_average([d[key] for d in decoded], weights, np.dtype(ref.dtype)))
         return ArrayRecord(out)
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:

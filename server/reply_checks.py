@@ -30,6 +30,7 @@ def check_reply(
     required_metric_keys: Iterable[str] = (),
     positive_metric_keys: Iterable[str] = (),
     expect_arrays: bool = True,
+    decoded: dict | None = None,
 ) -> str | None:
     """Judge one train reply; return the reason it must be rejected, or None when it is usable.
 
@@ -50,6 +51,8 @@ def check_reply(
     expect_arrays : bool, default True
         True for train replies (exactly one ArrayRecord required and checked). False for evaluate replies,
         whose ArrayRecords (normally none) are ignored.
+    decoded : dict, optional
+        If given, receives the decoded numpy arrays by key, so an aggregator need not decode them again.
 
     Returns
     -------
@@ -62,13 +65,14 @@ def check_reply(
     positive = list(positive_metric_keys)
     required = list(dict.fromkeys([*required_metric_keys, *positive]))
 
-    reason = _check_arrays(content, reference_arrays) if expect_arrays else None
+    reason = _check_arrays(content, reference_arrays, decoded) if expect_arrays else None
     if reason is not None:
         return reason
     return _check_metrics(content, required, positive)
 
 
-def _check_arrays(content: RecordDict, reference_arrays: ArrayRecord | None) -> str | None:
+def _check_arrays(content: RecordDict, reference_arrays: ArrayRecord | None,
+                  decoded: dict | None = None) -> str | None:
     """Reason to reject the reply's single ArrayRecord, or None (see `check_reply`)."""
     array_records = content.array_records
     if len(array_records) != 1:
@@ -100,6 +104,8 @@ def _check_arrays(content: RecordDict, reference_arrays: ArrayRecord | None) -> 
         if np.issubdtype(values.dtype, np.inexact) and not np.all(np.isfinite(values)):
             n_bad = int(np.size(values) - np.count_nonzero(np.isfinite(values)))
             return f"array '{key}' has {n_bad} non-finite value(s) (NaN/Inf)"
+        if decoded is not None:
+            decoded[key] = values
     return None
 
 
