@@ -12,7 +12,7 @@ import importlib
 import sys
 
 #: Modules that contribute subcommands, in help order.
-SUBCOMMANDS = ["data.cli", "client.cli", "server.cli", "privacy.publish_cli", "privacy.attacks.cli"]
+SUBCOMMANDS = ["data.cli", "server.train_cli", "server.cli", "privacy.publish_cli", "attacks.cli"]
 
 
 def build_parser() -> argparse.ArgumentParser:

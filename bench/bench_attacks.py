@@ -4,7 +4,7 @@ Synthetic prints: SFinGe-style masters (:func:`data.synth.master.make_master`), 
 inside the silhouette and 255 outside; impressions = small rotation / shift, contrast change and Gaussian noise
 of the master (the project's impression generator is not used here). Inputs 64 × 64, standardised. One client
 without FP-DFSN and one with FP-DFSN (β = 0.5, other parameters at their defaults) train a compact encoder
-briefly; then :func:`privacy.attacks.inversion_audit.run_inversion_audit` attacks their training batches.
+briefly; then :func:`attacks.inversion_audit.run_inversion_audit` attacks their training batches.
 
 Usage::
 
@@ -22,13 +22,14 @@ import cv2
 import numpy as np
 import torch
 
+from attacks.inversion_audit import run_inversion_audit
 from client.local_data import build_client_data
-from client.trainer import TrainConfig, train_siamese
+from client.trainer import train_siamese
 from data.record import FingerprintRecord
 from data.synth.master import make_master
+from fedprint_config import TrainConfig
 from models.preprocess import InputSpec, to_tensor_batch
 from models.siamese import build_encoder
-from privacy.attacks.inversion_audit import run_inversion_audit
 from privacy.fpdfsn import FPDFSNParams
 
 PRIOR = {"arch": 0.04, "tented_arch": 0.03, "left_loop": 0.34, "right_loop": 0.32, "whorl": 0.27}

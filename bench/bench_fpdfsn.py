@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
+from data.minutiae import extract_minutiae
 from data.synth.master import make_master
 from privacy.fpdfsn import FPDFSNParams, apply_difference, fpdfsn, neighbourhood_mask, sharpen, to_uint8
-from privacy.minutiae import extract_minutiae
 
 SIZES = [(103, 96), (356, 328), (768, 832)]  # (H, W): SOCOFing, ~FVC-sized, NIST-like
 

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, Metadata, MetricRecord, RecordDict  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
 
-from client.baselines import new_encoder  # noqa: E402
+from models.siamese import new_encoder  # noqa: E402
 from server.affr import AFFR  # noqa: E402
 
 

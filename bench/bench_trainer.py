@@ -19,12 +19,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_encoder import bench  # noqa: E402
-from client.baselines import new_encoder  # noqa: E402
 from client.local_data import build_client_data  # noqa: E402
-from client.trainer import TrainConfig, train_siamese  # noqa: E402
+from client.trainer import train_siamese  # noqa: E402
 from data.synth.generate import finger_records  # noqa: E402
 from data.synth.profiles import get_profile  # noqa: E402
+from fedprint_config import TrainConfig  # noqa: E402
 from models.preprocess import InputSpec  # noqa: E402
+from models.siamese import new_encoder  # noqa: E402
 
 
 def main() -> None:

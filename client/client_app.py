@@ -37,42 +37,24 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from client.baselines import new_encoder
 from client.evaluation import evaluate_on_pairs, validation_accuracy
 from client.local_data import ClientData
-from client.node_data import node_client_data, with_base_dir
+from client.node_data import node_client_data
 from client.proximal import ProximalAdam
 from client.publish_handler import ACTION as PUBLISH_ACTION
 from client.publish_handler import publish_handler
 from client.trainer import train_siamese
-from fedprint_config import ExperimentConfig
-from server.experiment import FederationConfig, load_experiment, resolve_experiment
-
-#: Run-config keys the ClientApp reads, with their defaults.
-CLIENT_DEFAULTS: dict[str, Any] = {"experiment": "demo", "base-dir": "", "client-threads": 1}
+from fedprint_config.app import CLIENT_DEFAULTS, experiment, settings
+from models.siamese import new_encoder
 
 #: Key of the persistent state record holding the previous local model's validation accuracy.
 STATE_KEY = "affr-local"
-
-
-def settings(run_config: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Effective app settings: built-in defaults < Flower run config < explicit ``defaults``."""
-    return {**CLIENT_DEFAULTS, **dict(run_config), **dict(defaults or {})}
-
-
-def experiment(conf: Mapping[str, Any]) -> tuple[ExperimentConfig, FederationConfig, str, str | None]:
-    """Load the experiment named in ``conf``: config, federation section, cache key, base dir."""
-    base_dir = str(conf.get("base-dir") or "") or None
-    path = resolve_experiment(str(conf["experiment"]), base_dir)
-    cfg, fed = load_experiment(path)
-    return with_base_dir(cfg, base_dir or Path.cwd()), fed, f"{path}@{path.stat().st_mtime_ns}", base_dir
 
 
 def _data_fingerprint(data: ClientData) -> float:
@@ -94,7 +76,7 @@ def train_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any]
                   gap_offset: Mapping[int, float] | None = None) -> Message:
     """The ``@app.train`` handler (see module docstring). ``gap_offset`` (client id -> value) is a test
     hook that adds a fixed amount to a client's reported gap after the first round."""
-    conf = settings(context.run_config, defaults)
+    conf = settings(CLIENT_DEFAULTS, context.run_config, defaults)
     torch.set_num_threads(int(conf["client-threads"]))
     cfg, _, key, base_dir = experiment(conf)
     data, client_id = node_client_data(cfg, context.node_config, experiment_key=key, base_dir=base_dir)
@@ -136,7 +118,7 @@ def train_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any]
 
 def evaluate_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any] | None = None) -> Message:
     """The ``@app.evaluate`` handler: metrics of the received model on this node's test pairs."""
-    conf = settings(context.run_config, defaults)
+    conf = settings(CLIENT_DEFAULTS, context.run_config, defaults)
     torch.set_num_threads(int(conf["client-threads"]))
     cfg, _, key, base_dir = experiment(conf)
     data, client_id = node_client_data(cfg, context.node_config, experiment_key=key, base_dir=base_dir)

@@ -44,8 +44,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from tqdm.auto import tqdm
 
-from client.trainer import TrainConfig
 from data.pairs import PairSet, sample_epoch_pairs
+from fedprint_config import TrainConfig
 from models.loss import contrastive_loss_from_distance
 from models.siamese import distance
 

@@ -15,7 +15,6 @@ Relative paths (data sources, caches, ``data-dir``) are resolved against ``base_
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,28 +24,12 @@ from data.partition import ClientPartition
 from data.record import FingerprintRecord
 from data.sources import load_records, make_partitions
 from fedprint_config import ExperimentConfig
+from fedprint_config.app import resolve
 from models.preprocess import InputSpec
 from privacy.fpdfsn import FPDFSNParams
 
 #: Built ClientData per process, keyed by (experiment file, its mtime, base dir, node config items).
 _CACHE: dict[tuple, ClientData] = {}
-
-
-def resolve(path: str | Path, base_dir: str | Path | None) -> Path:
-    """``path`` itself when absolute, else relative to ``base_dir`` (default: the working directory)."""
-    p = Path(path)
-    return p if p.is_absolute() or base_dir is None else Path(base_dir) / p
-
-
-def with_base_dir(cfg: ExperimentConfig, base_dir: str | Path | None) -> ExperimentConfig:
-    """The experiment with its relative source roots / caches / run output made absolute against base_dir."""
-    if base_dir is None:
-        return cfg
-    sources = tuple(replace(s, cache=str(resolve(s.cache, base_dir)),
-                            root=str(resolve(s.root, base_dir)) if s.root else s.root)
-                    for s in cfg.data.sources)
-    return replace(cfg, data=replace(cfg.data, sources=sources),
-                   run=replace(cfg.run, out=str(resolve(cfg.run.out, base_dir))))
 
 
 def fpdfsn_params(cfg: ExperimentConfig, beta: float) -> FPDFSNParams | None:
@@ -104,7 +87,7 @@ def node_client_data(cfg: ExperimentConfig, node_config: Mapping[str, Any], *, e
     Parameters
     ----------
     cfg : ExperimentConfig
-        The experiment (paths already absolute, see :func:`with_base_dir`).
+        The experiment (paths already absolute, see :func:`fedprint_config.app.with_base_dir`).
     node_config : mapping
         Flower node config: ``partition-id`` + ``num-partitions`` (simulation) or ``data-dir`` + ``layout``
         (+ ``name``, ``beta``, ``client-id``) (deployment).

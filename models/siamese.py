@@ -179,3 +179,9 @@ class SiameseNet(nn.Module):
     def distance(e1: torch.Tensor, e2: torch.Tensor) -> torch.Tensor:
         """Euclidean distance per pair; see :func:`distance`."""
         return distance(e1, e2)
+
+
+def new_encoder(name: str, embedding_dim: int, seed: int) -> nn.Module:
+    """A freshly initialised encoder; the seed fixes its initial weights."""
+    torch.manual_seed(seed)
+    return build_encoder(name, embedding_dim)

@@ -3,7 +3,7 @@
 For every mechanism x variant x ε, each probe impression (impression 1 of a finger) is published and the release
 is compared with the original and with the unprotected gallery (impression 0 of every finger):
 
-(a) minutiae retained — the fraction of the original probe's minutiae (:func:`privacy.minutiae.extract_minutiae`)
+(a) minutiae retained — the fraction of the original probe's minutiae (:func:`data.minutiae.extract_minutiae`)
     matched one-to-one within ``tolerance`` px (:func:`data.realism.match_points`) by the minutiae extracted from
     the released image, or by the released point set itself for point-set mechanisms (seed 000's matching rate);
 (b) verification EER against the unprotected gallery — genuine pair = released probe vs its own finger's gallery
@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from data.minutiae import extract_minutiae
 from data.realism import match_points
 from data.record import FingerprintRecord
 from models.metrics import eer
-from privacy.minutiae import extract_minutiae
 from privacy.publish import registry
 from privacy.publish.base import VARIANTS
 from privacy.similarity import psnr, ssim

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord
 
-from server.rundir import atomic_write_bytes, write_json
+from data.atomic_io import atomic_write_bytes, write_json
 
 FORMAT = "fedprint-checkpoint/1"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from server.experiment import METHODS
+from fedprint_config import METHODS
 
 
 def _methods(text: str) -> list[str]:

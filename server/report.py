@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from server.rundir import markdown_table, write_csv, write_json, write_text
+from data.atomic_io import write_csv, write_json, write_text
+from server.rundir import markdown_table
 
 
 def _plt():

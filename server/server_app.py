@@ -15,7 +15,7 @@ writes atomically into its run directory:
 
 A run directory that already holds a checkpoint is resumed (run config ``resume = true``, the default): the
 global model and the AFFR state are restored and only the remaining rounds run (numbered on from the
-checkpoint). Run config keys (flat, all optional): see :data:`SERVER_DEFAULTS`.
+checkpoint). Run config keys (flat, all optional): see :data:`fedprint_config.app.SERVER_DEFAULTS`.
 """
 
 from __future__ import annotations
@@ -33,27 +33,13 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg, FedProx
 
-from client.baselines import new_encoder
-from client.client_app import experiment
+from data.atomic_io import write_csv, write_json
+from fedprint_config import FederationConfig
+from fedprint_config.app import SERVER_DEFAULTS, experiment, settings
+from models.siamese import new_encoder
 from server.affr import AFFR
 from server.checkpoint import load_checkpoint, save_checkpoint
-from server.experiment import FederationConfig
-from server.rundir import new_run_dir, write_csv, write_json
-
-#: Run-config keys of the ServerApp. Values <= 0 / "" mean "take it from the experiment's [federation]".
-SERVER_DEFAULTS: dict[str, Any] = {
-    "experiment": "demo",  # path, or name of a shipped experiment (experiments/<name>.toml)
-    "strategy": "affr",  # affr | fedavg | fedprox
-    "num-server-rounds": 0,  # 0: federation.rounds
-    "run-dir": "",  # "": <run.out>/<run.name>-<strategy>-<timestamp>
-    "base-dir": "",  # relative paths of the experiment resolve against it ("" = working directory)
-    "step": -1.0,  # AFFR step d (< 0: federation.step)
-    "proximal-mu": -1.0,  # FedProx μ (< 0: federation.proximal_mu)
-    "timeout": 0.0,  # seconds per round (0: federation.timeout)
-    "min-nodes": 2,  # nodes that must be connected before a round starts
-    "resume": True,
-    "stop-after-round": 0,  # > 0: end this invocation after that round (resume later); 0: run to the end
-}
+from server.rundir import new_run_dir
 
 STRATEGIES = ("affr", "fedavg", "fedprox")
 
@@ -204,7 +190,8 @@ def make_server_app(defaults: Mapping[str, Any] | None = None,
     Parameters
     ----------
     defaults : mapping, optional
-        Run-config style settings (keys of :data:`SERVER_DEFAULTS`) taking precedence over the run config.
+        Run-config style settings (keys of :data:`fedprint_config.app.SERVER_DEFAULTS`) taking precedence over
+        the run config.
     on_round : callable, optional
         Called after each round's checkpoint with the round summary and the per-node rows (progress display).
     """
@@ -213,7 +200,7 @@ def make_server_app(defaults: Mapping[str, Any] | None = None,
 
     @sapp.main()
     def main(grid: Grid, context: Context) -> None:
-        run_federation(grid, {**SERVER_DEFAULTS, **dict(context.run_config), **defaults}, on_round=on_round)
+        run_federation(grid, settings(SERVER_DEFAULTS, context.run_config, defaults), on_round=on_round)
 
     return sapp
 

@@ -31,13 +31,15 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from client.baselines import evaluate_clients, train_centralized, train_local
 from client.evaluation import evaluate_on_pairs
-from client.node_data import experiment_partitions, partition_data, with_base_dir
+from client.node_data import experiment_partitions, partition_data
+from data.atomic_io import write_json, write_text
 from data.partition import summary as partition_summary
-from server.experiment import FEDERATED, METHODS, load_experiment, resolve_experiment
+from fedprint_config import FEDERATED, METHODS, load_experiment, resolve_experiment
+from fedprint_config.app import with_base_dir
+from server.baselines import evaluate_clients, train_centralized, train_local
 from server.report import write_report
-from server.rundir import new_run_dir, write_json, write_text
+from server.rundir import new_run_dir
 
 
 def backend_config(num_cpus: int | None = None) -> dict[str, Any]:

@@ -9,14 +9,14 @@ import pytest
 import torch
 from conftest import stripe_records
 
+from attacks import fpdfsn_inversion as fi
+from attacks import imprint as im
+from attacks import recon_metrics as rm
+from attacks.inversion import dlg_attack, inverting_gradients_attack, pair_gradients
+from attacks.inversion_audit import run_inversion_audit, save_grid
 from client.local_data import build_client_data
 from models.preprocess import InputSpec, to_tensor_batch
 from models.siamese import build_encoder
-from privacy.attacks import fpdfsn_inversion as fi
-from privacy.attacks import imprint as im
-from privacy.attacks import recon_metrics as rm
-from privacy.attacks.inversion import dlg_attack, inverting_gradients_attack, pair_gradients
-from privacy.attacks.inversion_audit import run_inversion_audit, save_grid
 from privacy.fpdfsn import FPDFSNParams, fpdfsn
 
 S = 32

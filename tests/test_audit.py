@@ -1,4 +1,4 @@
-"""``fedprint audit`` (privacy.attacks.audit): a run directory is audited without being changed."""
+"""``fedprint audit`` (attacks.audit): a run directory is audited without being changed."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import cv2
 import pytest
 import torch
 
-from client.train_run import run_training
+from attacks import audit
 from fedprint_cli import main
 from fedprint_config import parse_config
-from privacy.attacks import audit
+from server.train_run import run_training
 from tests.conftest import stripe_records
 
 
@@ -118,7 +118,7 @@ def test_synthetic_population_is_deterministic_and_disjoint():
 
 @pytest.mark.slow
 def test_audit_imprint_table5_leaves_run_unchanged(tiny_run, tmp_path):
-    pytest.importorskip("privacy.attacks.inversion_audit")
+    pytest.importorskip("attacks.inversion_audit")
     before = audit.hash_tree(tiny_run)
     out = audit.run_audit(tiny_run, attacks=["imprint"], out=tmp_path / "aud", quick=True)
     assert audit.hash_tree(tiny_run) == before
@@ -133,7 +133,7 @@ def test_load_run_reads_a_simulate_run(tiny_run, tmp_path):
     """A `fedprint simulate` layout: config.json {"experiment", "rounds"} + <method>/checkpoint/ arrays."""
     import numpy as np
 
-    from client.baselines import new_encoder
+    from models.siamese import new_encoder
 
     info = audit.load_run(tiny_run)
     sim = tmp_path / "sim"

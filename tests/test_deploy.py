@@ -220,8 +220,8 @@ def test_client_replies_carry_only_model_arrays_and_bounded_scalars(tmp_path):
     from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, Metadata, MetricRecord, RecordDict
     from flwr.common.config import parse_config_args
 
-    from client.baselines import new_encoder
     from client.client_app import app
+    from models.siamese import new_encoder
 
     _write_institutions(tmp_path, fingers=8)
     exp = _write_experiment(tmp_path)

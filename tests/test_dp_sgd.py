@@ -20,9 +20,8 @@ from client.dp_sgd import (
     train_siamese_dp,
 )
 from client.local_data import build_client_data
-from client.trainer import TrainConfig
 from fedprint_cli import main
-from fedprint_config import DPSection, parse_config
+from fedprint_config import DPSection, TrainConfig, parse_config
 from models.loss import contrastive_loss_from_distance
 from models.preprocess import InputSpec
 from models.siamese import CompactEncoder

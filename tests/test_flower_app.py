@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, Metadata, RecordDict
 
-from client.baselines import new_encoder
 from client.client_app import STATE_KEY, evaluate_handler, train_handler
+from fedprint_config import load_experiment, resolve_experiment
+from models.siamese import new_encoder
 from server.checkpoint import load_checkpoint
-from server.experiment import load_experiment, resolve_experiment
 
 
 def write_dataset(root: Path, fingers: int = 12, impressions: int = 4, size: int = 40, seed: int = 0) -> Path:

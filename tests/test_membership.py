@@ -1,4 +1,4 @@
-"""Membership inference (privacy.attacks.membership): metric definitions, statistics, LiRA, and the attack
+"""Membership inference (attacks.membership): metric definitions, statistics, LiRA, and the attack
 separating a memorising model from an untrained one."""
 
 from __future__ import annotations
@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from client.trainer import TrainConfig, train_siamese
+from attacks import membership as mia
+from client.trainer import train_siamese
 from data.pairs import make_pairs
+from fedprint_config import TrainConfig
 from models.preprocess import InputSpec, to_tensor_batch
 from models.siamese import CompactEncoder
-from privacy.attacks import membership as mia
 from tests.conftest import stripe_records
 
 

@@ -1,4 +1,4 @@
-"""Tests for privacy.minutiae: crossing number on synthetic skeletons, filters, directions, the full pipeline."""
+"""Tests for data.minutiae: crossing number on synthetic skeletons, filters, directions, the full pipeline."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
-from data.record import BIFURCATION, ENDING
-from privacy.minutiae import (
+from data.minutiae import (
     binarize,
     crossing_number,
     extract_minutiae,
@@ -18,6 +17,7 @@ from privacy.minutiae import (
     segment,
     thin,
 )
+from data.record import BIFURCATION, ENDING
 
 FVC = Path("/work/shared/data/real/fvc_300x300_b")
 

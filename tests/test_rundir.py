@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from server.rundir import markdown_table, new_run_dir, write_csv, write_json
+from data.atomic_io import write_csv, write_json
+from server.rundir import markdown_table, new_run_dir
 
 
 def test_json_and_csv(tmp_path):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from client.baselines import evaluate_clients, train_centralized, train_local, union
 from client.evaluation import validation_accuracy
 from client.local_data import build_client_data
-from client.trainer import TrainConfig, pair_distances
+from client.trainer import pair_distances
+from fedprint_config import TrainConfig
 from models.preprocess import InputSpec
 from privacy.fpdfsn import FPDFSNParams
+from server.baselines import evaluate_clients, train_centralized, train_local, union
 from tests.conftest import stripe_records
 
 SPEC = InputSpec(size=32)

@@ -23,11 +23,11 @@ from pathlib import Path
 import cv2
 from tqdm.auto import tqdm
 
+from data.atomic_io import atomic_write_bytes
 from data.record import FingerprintRecord
 from data.synth.impression import render_impression
 from data.synth.master import make_master
 from data.synth.profiles import Profile, get_profile
-from server.rundir import atomic_write_bytes
 
 FORMAT = "fedprint-synth/1"
 

@@ -4,7 +4,7 @@ A master is the noise-free, full ridge pattern of a finger, from which impressio
 (:mod:`data.synth` impression code). Steps: class and silhouette -> singular points -> orientation field
 (:mod:`data.synth.orientation`) -> period map (:mod:`data.synth.density`) -> ridge pattern by iterative Gabor
 growth (:mod:`data.synth.ridges`) -> ground-truth minutiae by binarising, thinning and crossing number
-(:mod:`privacy.minutiae`). All randomness of a master comes from ``numpy.random.default_rng([seed, identity, 0])``;
+(:mod:`data.minutiae`). All randomness of a master comes from ``numpy.random.default_rng([seed, identity, 0])``;
 impressions use ``[seed, identity, impression + 1]``.
 """
 
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from data.minutiae import minutiae_from_skeleton, thin
 from data.synth.density import period_map
 from data.synth.orientation import PATTERNS, orientation_field, place_singular_points
 from data.synth.ridges import grow_ridges
 from data.synth.silhouette import random_silhouette
-from privacy.minutiae import minutiae_from_skeleton, thin
 
 __all__ = ["PATTERNS", "Master", "make_master", "sample_pattern"]
 

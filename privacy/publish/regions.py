@@ -1,7 +1,7 @@
 """Shared pieces of seed 000 (LAP / KLAP / RKLAP / DP-RKLAP): minutiae clustering, padded boxes, regression
 bands, masks, the Alg. 4 budget allocation, the exponential-mechanism ordering and the Laplace noise.
 
-Coordinates follow :mod:`privacy.minutiae`: ``x`` is the pixel column, ``y`` the pixel row. Boxes are inclusive
+Coordinates follow :mod:`data.minutiae`: ``x`` is the pixel column, ``y`` the pixel row. Boxes are inclusive
 ``(x0, y0, x1, y1)`` in pixels, clipped to the image. A :class:`Region` keeps its pixels as a boolean mask over
 its box only (``box_mask``), so a region costs O(box) and full-image masks are built with slicing.
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from data.minutiae import extract_minutiae
 from privacy.ledger import Ledger, Reservation
-from privacy.minutiae import extract_minutiae
 from privacy.publish import registry
 from privacy.publish.base import Publication, check_epsilon, check_image, check_variant
 
@@ -35,7 +35,7 @@ def release(
     mechanism : str
         A name from :data:`privacy.publish.registry.MECHANISMS`.
     image : ndarray uint8 (H, W)
-        The fingerprint; minutiae are extracted with :func:`privacy.minutiae.extract_minutiae` when the
+        The fingerprint; minutiae are extracted with :func:`data.minutiae.extract_minutiae` when the
         mechanism needs them.
     epsilon : float
         Budget of the release (> 0, and >= the mechanism's documented minimum, checked by the mechanism).

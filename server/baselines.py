@@ -19,15 +19,10 @@ from torch import nn
 
 from client.evaluation import evaluate_on_pairs
 from client.local_data import ClientData
-from client.trainer import TrainConfig, train_siamese
+from client.trainer import train_siamese
 from data.pairs import PairSet
-from models.siamese import build_encoder
-
-
-def new_encoder(name: str, embedding_dim: int, seed: int) -> nn.Module:
-    """A freshly initialised encoder; the seed fixes its initial weights."""
-    torch.manual_seed(seed)
-    return build_encoder(name, embedding_dim)
+from fedprint_config import TrainConfig
+from models.siamese import new_encoder
 
 
 def _fit(net: nn.Module, images: torch.Tensor, pairs: PairSet, cfg: TrainConfig, dp: Mapping[str, Any] | None,

@@ -13,7 +13,7 @@ matches the observed one.
 Dummy parametrisation: the attacker optimises *gray images* u in [0, 1] (u = g / 255) and pushes them through
 the client's own normalisation (:mod:`models.preprocess`: per-image standardisation, or x = 2u - 1), so the box
 constraint is the physical one and the invariance of standardisation to gain/offset is built in. Results are
-network inputs x; :mod:`privacy.attacks.recon_metrics` maps them to gray levels.
+network inputs x; :mod:`attacks.recon_metrics` maps them to gray levels.
 
 Labels: the attacker knows the pairs' labels (``labels=...``) or estimates them by trying every labelling of the
 B pairs (2^B runs, B <= 3) and keeping the one whose gradients match best. An impostor pair already beyond the

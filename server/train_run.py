@@ -16,16 +16,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from client.baselines import evaluate_clients, train_centralized, train_local
 from client.evaluation import evaluate_on_pairs
 from client.local_data import ClientData, build_client_data
+from data.atomic_io import write_csv, write_json, write_text
 from data.pairs import PairSet
 from data.sources import load_records, make_partitions
 from fedprint_config import ExperimentConfig
 from models.metrics import plot_roc, write_roc_csv
 from models.preprocess import InputSpec, describe
 from privacy.fpdfsn import FPDFSNParams
-from server.rundir import markdown_table, new_run_dir, write_csv, write_json, write_text
+from server.baselines import evaluate_clients, train_centralized, train_local
+from server.rundir import markdown_table, new_run_dir
 
 MODES = ("centralized", "local")
 DP_COLUMNS = ["model", "epsilon", "delta", "noise_multiplier", "max_grad_norm", "sample_rate", "steps", "accountant",

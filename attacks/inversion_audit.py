@@ -4,17 +4,17 @@ without FP-DFSN), computed against the RAW image and against the image the clien
 :func:`run_inversion_audit` attacks updates the client would send from its *training* pairs:
 
 * ``"imprint"`` - malicious server, one gradient step (FedSGD) of the tampered model, for every
-  (batch size, bins) combination (:mod:`privacy.attacks.imprint`);
+  (batch size, bins) combination (:mod:`attacks.imprint`);
 * ``"imprint_fedavg"`` - the same block, but the server sees a FedAvg update of several local steps
   (parameter difference / lr), with SGD and with Adam;
 * ``"dlg"`` and ``"ig"`` (``"inversion"`` = both) - optimisation attacks by an honest-but-curious server on the
-  untampered encoder (:mod:`privacy.attacks.inversion`), for batch sizes up to ``max_optimisation_pairs``.
+  untampered encoder (:mod:`attacks.inversion`), for batch sizes up to ``max_optimisation_pairs``.
 
 Each true training image of an attacked batch is paired with its best reconstruction (smallest MSE on the
 network-input scale - the evaluator's choice, standard in the literature) and scored with
-:func:`privacy.attacks.recon_metrics.compare` on both scales. With FP-DFSN, rows against the raw image are
+:func:`attacks.recon_metrics.compare` on both scales. With FP-DFSN, rows against the raw image are
 given for the naive attacker, the β-aware attacker and the β-aware attacker who also inpaints the re-estimated
-noise disks (:mod:`privacy.attacks.fpdfsn_inversion`). ``verify_rate`` is the fraction of reconstructions that
+noise disks (:mod:`attacks.fpdfsn_inversion`). ``verify_rate`` is the fraction of reconstructions that
 the trained verifier accepts against at least one other impression of the same finger, at the validation
 threshold.
 
@@ -32,17 +32,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from models.loss import contrastive_loss
-from models.preprocess import InputSpec
-from privacy.attacks import fpdfsn_inversion as fi
-from privacy.attacks import imprint as im
-from privacy.attacks import recon_metrics as rm
-from privacy.attacks.inversion import (
+from attacks import fpdfsn_inversion as fi
+from attacks import imprint as im
+from attacks import recon_metrics as rm
+from attacks.inversion import (
     dlg_attack,
     inverting_gradients_attack,
     normalise_like_client,
     pair_gradients,
 )
+from models.loss import contrastive_loss
+from models.preprocess import InputSpec
 
 ATTACKS = ("imprint", "imprint_fedavg", "dlg", "ig")
 #: Columns of the compact Table-5 view returned as ``table``.
@@ -209,7 +209,7 @@ def run_inversion_audit(
         Verification threshold; default: chosen on ``client_data.val_pairs`` (accuracy criterion).
     public_inputs : Tensor (n, 1, S, S), optional
         Public network inputs the malicious server uses to place imprint thresholds (default: N(0, 1)
-        quantiles, see :class:`privacy.attacks.imprint.ImprintBlock`).
+        quantiles, see :class:`attacks.imprint.ImprintBlock`).
     margin : float
         Contrastive margin of the client's loss.
     fedavg_steps, fedavg_lr : local steps per FedAvg update and learning rate (``"imprint_fedavg"``).

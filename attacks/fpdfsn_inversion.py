@@ -48,9 +48,9 @@ def invert_network_input(x: torch.Tensor | np.ndarray, beta: float, normalizatio
 
     ``unit_range``: g = (x + 1)·127.5 is I_diff, Î = g / (1 − β). ``standardize``: the input carries no gain,
     so Î is the z-normalised x mapped onto ``reference_gray``'s mean and std (the evaluator's oracle affine of
-    :mod:`privacy.attacks.recon_metrics`) - the division by (1 − β) is a no-op after standardisation.
+    :mod:`attacks.recon_metrics`) - the division by (1 − β) is a no-op after standardisation.
     """
-    from privacy.attacks.recon_metrics import network_to_gray, znorm
+    from attacks.recon_metrics import network_to_gray, znorm
 
     if normalization not in NORMALIZATIONS:
         raise ValueError(f"normalization: expected one of {NORMALIZATIONS}, got {normalization!r}")
@@ -67,7 +67,7 @@ def invert_network_input(x: torch.Tensor | np.ndarray, beta: float, normalizatio
 def estimated_noise_mask(inverted_gray: np.ndarray, params: FPDFSNParams, *, extractor=None) -> np.ndarray:
     """The attacker's estimate of FP-DFSN's noise mask: the defender's pipeline (sharpen, crossing-number
     minutiae, disks of ``params.radius``) run on the β-inverted reconstruction."""
-    from privacy.minutiae import extract_minutiae
+    from data.minutiae import extract_minutiae
 
     extractor = extract_minutiae if extractor is None else extractor
     img = to_uint8(np.asarray(inverted_gray, dtype=np.float64))

@@ -6,8 +6,8 @@ import argparse
 
 
 def _train(args: argparse.Namespace) -> int:
-    from client.train_run import run_training
     from fedprint_config import load_config
+    from server.train_run import run_training
 
     if args.classical_pairs < 0:
         raise ValueError(f"--classical-pairs: expected an integer >= 0, got {args.classical_pairs}")
@@ -25,8 +25,8 @@ def _floats(text: str) -> list[float]:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from client.fpdfsn_sweep import run_sweep
     from fedprint_config import load_config
+    from server.fpdfsn_sweep import run_sweep
 
     run_dir = run_sweep(load_config(args.config), betas=args.beta, sigma2s=args.sigma2,
                         sigma2_beta=args.sigma2_beta, progress=not args.quiet)

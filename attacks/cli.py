@@ -1,4 +1,4 @@
-"""``fedprint audit``: run privacy attacks against a run directory (see :mod:`privacy.attacks.audit`)."""
+"""``fedprint audit``: run privacy attacks against a run directory (see :mod:`attacks.audit`)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def register(subparsers) -> None:
 def _run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from privacy.attacks.audit import QUICK, AuditSettings, run_audit
+    from attacks.audit import QUICK, AuditSettings, run_audit
 
     settings = QUICK if args.quick else AuditSettings()
     if args.shadows is not None:

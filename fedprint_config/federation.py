@@ -1,13 +1,9 @@
-"""Experiment files of federated runs: the ``[federation]`` table, and finding a shipped experiment by name.
+"""Experiment files of federated runs: the ``[federation]`` table.
 
 An experiment TOML is an :class:`fedprint_config.ExperimentConfig` plus an optional ``[federation]`` table
 (rounds, methods, AFFR step / step sweep, FedProx μ, timeouts). The table is split off here before the rest is
 validated by :func:`fedprint_config.parse_config`, so the data/model/train configuration stays one schema for
 every way FedPrint trains.
-
-Both Flower apps receive the experiment through the flat Flower run config (``experiment = "demo"`` or a path):
-:func:`resolve_experiment` looks for a path first, then for a shipped file in ``<project>/experiments/``, which
-is part of the FAB (``flwr run .`` packages ``**/*.toml``) and of the source tree.
 """
 
 from __future__ import annotations
@@ -17,10 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from fedprint_config import ExperimentConfig, parse_config, read_toml
-
-#: Folder of the shipped experiment TOMLs (next to the ``server`` package, in the FAB and the source tree).
-SHIPPED_DIR = Path(__file__).resolve().parents[1] / "experiments"
+from fedprint_config.experiment import ExperimentConfig, parse_config, read_toml
 
 #: Methods the runner knows: local-only and centralized baselines, and the three Flower strategies.
 METHODS = ("local", "centralized", "fedavg", "fedprox", "affr")
@@ -116,26 +109,6 @@ def parse_experiment(table: dict[str, Any], *, source: str = "<config>"
     if not isinstance(fed, dict):
         raise ValueError(f"{source}: federation: expected a table")
     return parse_config(table, source=source), _federation(fed, source)
-
-
-def resolve_experiment(name_or_path: str | Path, base_dir: str | Path | None = None) -> Path:
-    """The experiment TOML meant by ``name_or_path``.
-
-    Tried in order: the path itself (relative paths against ``base_dir``, default the working directory);
-    then ``<project>/experiments/<name>`` and ``<project>/experiments/<name>.toml`` (shipped experiments).
-    """
-    text = str(name_or_path)
-    if not text:
-        raise ValueError("experiment: expected a path to an experiment TOML or the name of a shipped one")
-    path = Path(text)
-    if not path.is_absolute() and base_dir is not None:
-        path = Path(base_dir) / path
-    candidates = [path, SHIPPED_DIR / text, SHIPPED_DIR / f"{text}.toml", SHIPPED_DIR / Path(text).name]
-    for cand in candidates:
-        if cand.is_file():
-            return cand.resolve()
-    shipped = sorted(p.stem for p in SHIPPED_DIR.glob("*.toml"))
-    raise FileNotFoundError(f"experiment {text!r}: no such file, and not a shipped experiment {shipped}")
 
 
 def load_experiment(path: str | Path) -> tuple[ExperimentConfig, FederationConfig]:

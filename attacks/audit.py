@@ -8,7 +8,7 @@ What an audit does
 2. Writes into a NEW sibling directory ``<run>-audit-<UTC timestamp>/`` (or ``--out``, which must lie outside
    the run directory): a sibling rather than a subfolder, because a new subfolder would itself change the run
    directory's listing. At the end the hashes are recomputed and must be identical (else the audit fails).
-3. **Membership inference** (:mod:`privacy.attacks.membership`, unit = finger identity):
+3. **Membership inference** (:mod:`attacks.membership`, unit = finger identity):
 
    * against the run's own checkpoint(s): the shadow-free attacks (Yeom distance / loss, compactness), members =
      the training fingers of the clients the model trained on, non-members = their held-out (val + test)
@@ -18,7 +18,7 @@ What an audit does
      to the target ε), each attacked with every attack including LiRA (online / offline) whose shadow models
      mimic that condition's training (same encoder, epochs, defence) on disjoint synthetic populations.
 4. **Gradient inversion / imprint** (seed 003 Table 5 shape) through
-   :func:`privacy.attacks.inversion_audit.run_inversion_audit`, against the run's first checkpoint on its first
+   :func:`attacks.inversion_audit.run_inversion_audit`, against the run's first checkpoint on its first
    client's data, without FP-DFSN and with FP-DFSN at β = 0.5.
 
 Synthetic shadow populations come from :func:`synthetic_population` (seed-003-style master prints of
@@ -42,17 +42,20 @@ import numpy as np
 import torch
 from torch import nn
 
-from client.baselines import new_encoder
+from attacks import membership as mia
 from client.evaluation import evaluate_on_pairs
 from client.local_data import ClientData, apply_fpdfsn, build_client_data
-from client.trainer import TrainConfig, train_siamese
+from client.trainer import train_siamese
+from data.atomic_io import write_csv, write_json, write_text
 from data.pairs import PairSet, make_pairs
 from data.record import FingerprintRecord
-from fedprint_config import ExperimentConfig, parse_config
+from fedprint_config import ExperimentConfig, TrainConfig, parse_config
 from models.preprocess import InputSpec, to_tensor_batch
-from privacy.attacks import membership as mia
+from models.siamese import new_encoder
 from privacy.fpdfsn import FPDFSNParams
-from server.rundir import markdown_table, new_run_dir, write_csv, write_json, write_text
+
+#: Attack families ``fedprint audit --attacks`` accepts.
+from server.rundir import markdown_table, new_run_dir
 
 #: Attack families ``fedprint audit --attacks`` accepts.
 AUDIT_ATTACKS = ("imprint", "inversion", "mia")
@@ -423,7 +426,7 @@ def attack_run_models(info: RunInfo, *, records: list[FingerprintRecord] | None 
                       ) -> tuple[list[dict], dict]:
     """Shadow-free attacks (Yeom distance / loss, compactness) on the run's own checkpoint(s), raw queries."""
     clients = rebuild_clients(info.cfg, beta=0.0, records=records, progress=progress)
-    # checkpoint file names spell ':' as '_' (client.train_run), so accept both spellings
+    # checkpoint file names spell ':' as '_' (server.train_run), so accept both spellings
     by_name = {**{c.name: c for c in clients}, **{c.name.replace(":", "_"): c for c in clients}}
     rows, curves = [], {}
     for name, (net, used) in info.models.items():
@@ -533,11 +536,11 @@ def _inversion_section(info: RunInfo, out: Path, attacks: Sequence[str], records
                        quick: bool, progress: bool) -> tuple[str, dict]:
     """Seed 003 Table 5: gradient inversion / imprint against the run's first checkpoint, on its first client's
     data without FP-DFSN and with FP-DFSN at ``settings.fpdfsn_beta`` (metrics against the RAW images and the
-    images trained on), through :func:`privacy.attacks.inversion_audit.run_inversion_audit`."""
-    if importlib.util.find_spec("privacy.attacks.inversion_audit") is None:
-        raise ValueError("--attacks imprint/inversion: privacy.attacks.inversion_audit is not available")
+    images trained on), through :func:`attacks.inversion_audit.run_inversion_audit`."""
+    if importlib.util.find_spec("attacks.inversion_audit") is None:
+        raise ValueError("--attacks imprint/inversion: attacks.inversion_audit is not available")
+    from attacks import inversion_audit as inv
     from data.sources import make_partitions
-    from privacy.attacks import inversion_audit as inv
 
     name, (net, used) = next(iter(info.models.items()))
     cfg = info.cfg

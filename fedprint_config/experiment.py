@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
-from client.trainer import TrainConfig
+from fedprint_config.train import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -247,7 +247,7 @@ def load_config(path: str | Path) -> ExperimentConfig:
     """Read and validate an experiment TOML file.
 
     A ``[federation]`` table (rounds, methods, ... of ``fedprint simulate``, validated by
-    :func:`server.experiment.load_experiment`) is not part of the training config and is ignored here, so one
+    :func:`fedprint_config.federation.load_experiment`) is not part of the training config and is ignored here, so one
     experiment file serves ``fedprint train`` and ``fedprint simulate`` alike.
     """
     table = read_toml(path)

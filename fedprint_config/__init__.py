@@ -1,0 +1,36 @@
+"""FedPrint configuration: one experiment TOML, validated once into frozen dataclasses.
+
+This package is the single place a run's settings are read and checked (the lowest layer above ``data`` and
+``models``; it imports nothing from privacy, client, server or attacks):
+
+* :mod:`fedprint_config.experiment` — ``[run]``, ``[[data.sources]]``, ``[partition]``, ``[model]``,
+  ``[train]``, ``[fpdfsn]``, ``[dp]`` → :class:`ExperimentConfig`;
+* :mod:`fedprint_config.train` — :class:`TrainConfig` (the ``[train]`` table);
+* :mod:`fedprint_config.federation` — ``[federation]`` → :class:`FederationConfig` (``fedprint simulate`` and
+  the Flower apps);
+* :mod:`fedprint_config.shipped` — finding an experiment by path or by the name of a shipped one;
+* :mod:`fedprint_config.app` — the Flower apps' run-config settings, converted once at each app boundary.
+"""
+
+from fedprint_config.experiment import (
+    DataSection,
+    DPSection,
+    ExperimentConfig,
+    FPDFSNSection,
+    ModelSection,
+    PartitionSection,
+    RunSection,
+    SourceSection,
+    load_config,
+    parse_config,
+    read_toml,
+)
+from fedprint_config.federation import FEDERATED, METHODS, FederationConfig, load_experiment, parse_experiment
+from fedprint_config.shipped import SHIPPED_DIR, resolve_experiment
+from fedprint_config.train import TrainConfig
+
+__all__ = [
+    "DPSection", "DataSection", "ExperimentConfig", "FEDERATED", "FPDFSNSection", "FederationConfig", "METHODS",
+    "ModelSection", "PartitionSection", "RunSection", "SHIPPED_DIR", "SourceSection", "TrainConfig", "load_config",
+    "load_experiment", "parse_config", "parse_experiment", "read_toml", "resolve_experiment",
+]
