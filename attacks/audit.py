@@ -44,7 +44,8 @@ from torch import nn
 
 from attacks import membership as mia
 from client.evaluation import evaluate_on_pairs
-from client.local_data import ClientData, apply_fpdfsn, build_client_data
+from client.experiment_data import build_clients, client_data, fpdfsn_params, union
+from client.local_data import ClientData, apply_fpdfsn
 from client.trainer import train_siamese
 from data.atomic_io import write_csv, write_json, write_text
 from data.pairs import PairSet, make_pairs
@@ -209,37 +210,6 @@ def load_run(run_dir: str | Path) -> RunInfo:
     return info
 
 
-def fpdfsn_params(cfg: ExperimentConfig, beta: float) -> FPDFSNParams | None:
-    """FP-DFSN parameters with the run's d0 / border / radius / σ² and this β (None for β = 0)."""
-    if beta == 0:
-        return None
-    given = {k: getattr(cfg.fpdfsn, k) for k in ("d0", "border", "radius", "sigma2")}
-    return FPDFSNParams(beta=float(beta), **{k: v for k, v in given.items() if v is not None})
-
-
-def rebuild_clients(cfg: ExperimentConfig, *, input_size: int | None = None, beta: float | None = None,
-                    records: list[FingerprintRecord] | None = None, progress: bool = False) -> list[ClientData]:
-    """The run's clients rebuilt deterministically (same partitions, splits, pairs and seeds as the run).
-
-    ``beta``: None = the run's own FP-DFSN setting per client; a number = that β for every client (0 = raw
-    images). ``input_size`` overrides the input side. FP-DFSN is recomputed in memory (no cache written).
-    """
-    from data.sources import load_records, make_partitions
-
-    records = load_records(cfg.data.sources, progress=progress) if records is None else records
-    parts = make_partitions(records, cfg.partition, seed=cfg.run.seed, default_beta=cfg.fpdfsn.beta)
-    spec = InputSpec(size=int(input_size or cfg.model.input_size))
-    out = []
-    for p in parts:
-        b = (p.beta if cfg.fpdfsn.enabled else 0.0) if beta is None else beta
-        out.append(build_client_data(
-            [records[i] for i in p.indices], name=p.name, spec=spec, protocol=cfg.data.protocol,
-            test_fraction=cfg.data.test_fraction, val_fraction=cfg.data.val_fraction,
-            max_impostors=cfg.data.max_impostors, fpdfsn=fpdfsn_params(cfg, b), seed=cfg.run.seed + p.client_id,
-            cache_dir=None, progress=progress))
-    return out
-
-
 # ------------------------------------------------------------------------------------ synthetic populations
 
 
@@ -306,16 +276,6 @@ def train_model(images: torch.Tensor, pairs: PairSet, *, encoder: str, embedding
     return net.eval(), acc
 
 
-def union_train(clients: Sequence[ClientData]) -> tuple[torch.Tensor, PairSet]:
-    """All clients' images concatenated and their TRAINING pairs re-indexed into that tensor."""
-    offsets = np.cumsum([0] + [len(c.images) for c in clients[:-1]])
-    images = torch.cat([c.images for c in clients])
-    pairs = PairSet(np.concatenate([c.train_pairs.a + o for c, o in zip(clients, offsets, strict=True)]),
-                    np.concatenate([c.train_pairs.b + o for c, o in zip(clients, offsets, strict=True)]),
-                    np.concatenate([c.train_pairs.label for c in clients]))
-    return images, pairs
-
-
 @dataclass
 class Candidates:
     """The candidate fingers of a membership test, indexed into the concatenation of some clients' images."""
@@ -379,7 +339,7 @@ def membership_study(cfg: ExperimentConfig, settings: AuditSettings, *, epochs: 
     caps = [c for c in (settings.max_pairs_per_epoch, cfg.train.max_pairs_per_epoch) if c is not None]
     train_cfg = replace(cfg.train, seed=cfg.run.seed, epochs=int(epochs), max_pairs_per_epoch=min(caps, default=None))
     model_kw = {"encoder": cfg.model.encoder, "embedding_dim": cfg.model.embedding_dim}
-    raw = rebuild_clients(cfg, input_size=size, beta=0.0, records=records, progress=progress)
+    raw = build_clients(cfg, cache=False, input_size=size, beta=0.0, records=records, progress=progress)
     cand = candidates(raw)
     query = torch.cat([c.images for c in raw])
     n_mem, n_cand = int(cand.is_member.sum()), len(cand.names)
@@ -396,9 +356,9 @@ def membership_study(cfg: ExperimentConfig, settings: AuditSettings, *, epochs: 
     rows, curves = [], {}
     for label, beta, eps in conditions:
         t0 = time.perf_counter()
-        clients = raw if beta == 0 else rebuild_clients(cfg, input_size=size, beta=beta, records=records,
+        clients = raw if beta == 0 else build_clients(cfg, cache=False, input_size=size, beta=beta, records=records,
                                                         progress=progress)
-        images, pairs = union_train(clients)
+        images, pairs = union(clients)
         net, acc = train_model(images, pairs, cfg=train_cfg, dp_epsilon=eps, progress=progress, **model_kw)
         eer = float(np.mean([evaluate_on_pairs(net, c)[0]["eer"] for c in clients]))
         stats = mia.model_statistics(net, query, cand.groups, margin=train_cfg.margin)
@@ -425,7 +385,7 @@ def membership_study(cfg: ExperimentConfig, settings: AuditSettings, *, epochs: 
 def attack_run_models(info: RunInfo, *, records: list[FingerprintRecord] | None = None, progress: bool = False
                       ) -> tuple[list[dict], dict]:
     """Shadow-free attacks (Yeom distance / loss, compactness) on the run's own checkpoint(s), raw queries."""
-    clients = rebuild_clients(info.cfg, beta=0.0, records=records, progress=progress)
+    clients = build_clients(info.cfg, cache=False, beta=0.0, records=records, progress=progress)
     # checkpoint file names spell ':' as '_' (server.train_run), so accept both spellings
     by_name = {**{c.name: c for c in clients}, **{c.name.replace(":", "_"): c for c in clients}}
     rows, curves = [], {}
@@ -553,11 +513,8 @@ def _inversion_section(info: RunInfo, out: Path, attacks: Sequence[str], records
     table, results = [], {}
     for beta in (0.0, settings.fpdfsn_beta):
         fp = fpdfsn_params(cfg, beta)
-        client = build_client_data([records[i] for i in part.indices], name=part.name,
-                                   spec=InputSpec(size=cfg.model.input_size), protocol=cfg.data.protocol,
-                                   test_fraction=cfg.data.test_fraction, val_fraction=cfg.data.val_fraction,
-                                   max_impostors=cfg.data.max_impostors, fpdfsn=fp,
-                                   seed=cfg.run.seed + part.client_id, cache_dir=None, progress=progress)
+        client = client_data(cfg, [records[i] for i in part.indices], name=part.name, beta=beta,
+                             client_id=part.client_id, cache=False, progress=progress)
         label = "without FP-DFSN" if beta == 0 else f"with FP-DFSN β = {beta:g}"
         res = inv.run_inversion_audit(net, client, [r.image for r in client.records], attacks=kinds,
                                       seed=cfg.run.seed, fpdfsn_params=fp,

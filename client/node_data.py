@@ -18,57 +18,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from client.local_data import ClientData, build_client_data
+from client.experiment_data import client_data, experiment_partitions, partition_data
+from client.local_data import ClientData
 from data.datasets import load_dataset
-from data.partition import ClientPartition
-from data.record import FingerprintRecord
-from data.sources import load_records, make_partitions
 from fedprint_config import ExperimentConfig
 from fedprint_config.app import resolve
-from models.preprocess import InputSpec
-from privacy.fpdfsn import FPDFSNParams
 
 #: Built ClientData per process, keyed by (experiment file, its mtime, base dir, node config items).
 _CACHE: dict[tuple, ClientData] = {}
-
-
-def fpdfsn_params(cfg: ExperimentConfig, beta: float) -> FPDFSNParams | None:
-    """FP-DFSN parameters of a client with coefficient ``beta`` (None when FP-DFSN is disabled)."""
-    if not cfg.fpdfsn.enabled:
-        return None
-    given = {k: getattr(cfg.fpdfsn, k) for k in ("d0", "border", "radius", "sigma2")
-             if getattr(cfg.fpdfsn, k) is not None}
-    return FPDFSNParams(beta=float(beta), **given)
-
-
-def client_data(cfg: ExperimentConfig, records: list[FingerprintRecord], *, name: str, beta: float,
-                client_id: int, progress: bool = False) -> ClientData:
-    """Split, pair, FP-DFSN and preprocess one client's records with the experiment's settings.
-
-    The split seed is ``run.seed + client_id`` so clients of one experiment draw different splits but every
-    method (local, centralized, federated) sees the same split of a given client.
-    """
-    return build_client_data(
-        records, name=name, spec=InputSpec(size=cfg.model.input_size), protocol=cfg.data.protocol,
-        test_fraction=cfg.data.test_fraction, val_fraction=cfg.data.val_fraction,
-        max_impostors=cfg.data.max_impostors, fpdfsn=fpdfsn_params(cfg, beta), seed=cfg.run.seed + client_id,
-        cache_dir=Path(cfg.run.out) / ".cache" / "fpdfsn", progress=progress,
-    )
-
-
-def experiment_partitions(cfg: ExperimentConfig, *, progress: bool = False
-                          ) -> tuple[list[FingerprintRecord], list[ClientPartition]]:
-    """All records of the experiment and its client partitions (seeded by ``run.seed``)."""
-    records = load_records(cfg.data.sources, progress=progress)
-    parts = make_partitions(records, cfg.partition, seed=cfg.run.seed, default_beta=cfg.fpdfsn.beta)
-    return records, parts
-
-
-def partition_data(cfg: ExperimentConfig, records: list[FingerprintRecord], part: ClientPartition,
-                   *, progress: bool = False) -> ClientData:
-    """ClientData of one experiment partition."""
-    return client_data(cfg, [records[i] for i in part.indices], name=part.name, beta=part.beta,
-                       client_id=part.client_id, progress=progress)
 
 
 def _node_value(node_config: Mapping[str, Any], key: str, kind: type) -> Any:

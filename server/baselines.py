@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from client.evaluation import evaluate_on_pairs
+from client.experiment_data import union
 from client.local_data import ClientData
 from client.trainer import train_siamese
 from data.pairs import PairSet
@@ -44,18 +44,6 @@ def train_local(data: ClientData, *, encoder: str, embedding_dim: int, cfg: Trai
     """
     net = new_encoder(encoder, embedding_dim, cfg.seed)
     return net, _fit(net, data.images, data.train_pairs, cfg, dp, progress, data.name)
-
-
-def union(clients: Sequence[ClientData]) -> tuple[torch.Tensor, PairSet]:
-    """All clients' images in one tensor and their training pairs re-indexed into it."""
-    offsets = np.cumsum([0] + [len(c.images) for c in clients[:-1]])
-    images = torch.cat([c.images for c in clients])
-    pairs = PairSet(
-        np.concatenate([c.train_pairs.a + o for c, o in zip(clients, offsets, strict=True)]),
-        np.concatenate([c.train_pairs.b + o for c, o in zip(clients, offsets, strict=True)]),
-        np.concatenate([c.train_pairs.label for c in clients]),
-    )
-    return images, pairs
 
 
 def train_centralized(clients: Sequence[ClientData], *, encoder: str, embedding_dim: int, cfg: TrainConfig,

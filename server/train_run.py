@@ -17,14 +17,13 @@ import numpy as np
 import torch
 
 from client.evaluation import evaluate_on_pairs
-from client.local_data import ClientData, build_client_data
+from client.experiment_data import build_clients
+from client.local_data import ClientData
 from data.atomic_io import write_csv, write_json, write_text
 from data.pairs import PairSet
-from data.sources import load_records, make_partitions
 from fedprint_config import ExperimentConfig
 from models.metrics import plot_roc, write_roc_csv
 from models.preprocess import InputSpec, describe
-from privacy.fpdfsn import FPDFSNParams
 from server.baselines import evaluate_clients, train_centralized, train_local
 from server.rundir import markdown_table, new_run_dir
 
@@ -33,29 +32,6 @@ DP_COLUMNS = ["model", "epsilon", "delta", "noise_multiplier", "max_grad_norm", 
               "pairs"]
 METRIC_COLUMNS = ["client", "domain", "accuracy", "precision", "recall", "f1", "roc_auc", "eer", "fmr100",
                   "fmr1000", "n_genuine", "n_impostor", "threshold"]
-
-
-def fpdfsn_params(cfg: ExperimentConfig, beta: float) -> FPDFSNParams | None:
-    """FP-DFSN parameters of one client (None when disabled or β = 0)."""
-    if not cfg.fpdfsn.enabled or beta == 0:
-        return None
-    given = {k: getattr(cfg.fpdfsn, k) for k in ("d0", "border", "radius", "sigma2")}
-    return FPDFSNParams(beta=beta, **{k: v for k, v in given.items() if v is not None})
-
-
-def build_clients(cfg: ExperimentConfig, *, progress: bool = True) -> list[ClientData]:
-    """Load the sources, partition them and prepare every client's data (shared by train and simulate)."""
-    records = load_records(cfg.data.sources, progress=progress)
-    parts = make_partitions(records, cfg.partition, seed=cfg.run.seed, default_beta=cfg.fpdfsn.beta)
-    spec = InputSpec(size=cfg.model.input_size)
-    cache = Path(cfg.run.out) / ".cache" / "fpdfsn"
-    return [
-        build_client_data([records[i] for i in p.indices], name=p.name, spec=spec, protocol=cfg.data.protocol,
-                          test_fraction=cfg.data.test_fraction, val_fraction=cfg.data.val_fraction,
-                          max_impostors=cfg.data.max_impostors, fpdfsn=fpdfsn_params(cfg, p.beta),
-                          seed=cfg.run.seed + p.client_id, cache_dir=cache, progress=progress)
-        for p in parts
-    ]
 
 
 def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, seed: int,
