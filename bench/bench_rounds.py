@@ -32,29 +32,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, Metadata, MetricRecord, RecordDict  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
 
+from data.stripes import stripe_records, write_generic  # noqa: E402
 from models.siamese import new_encoder  # noqa: E402
 from server.affr import AFFR  # noqa: E402
 
 
-def write_stripes(root: Path, fingers: int, impressions: int = 4, size: int = 48, seed: int = 0) -> Path:
-    """A fingerprint-like toy dataset in the generic layout (per finger: oriented stripes; impressions jitter)."""
-    import cv2
-
-    rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[0:size, 0:size].astype(np.float64)
-    for f in range(fingers):
-        theta, freq = rng.uniform(0, np.pi), rng.uniform(0.15, 0.45)
-        (root / f"f{f:03d}").mkdir(parents=True)
-        for i in range(impressions):
-            dx, dy = rng.normal(0, 1.0, 2)
-            phase = freq * ((xx + dx) * np.cos(theta) + (yy + dy) * np.sin(theta))
-            img = 128 + 90 * np.sin(2 * np.pi * phase) + rng.normal(0, 12, (size, size))
-            cv2.imwrite(str(root / f"f{f:03d}" / f"{i}.png"), np.clip(img, 0, 255).astype(np.uint8))
-    return root
-
-
 def stripe_experiment(tmp: Path, clients: int, rounds: int, fingers_per_client: int = 12) -> Path:
-    data = write_stripes(tmp / "prints", fingers=clients * fingers_per_client)
+    data = write_generic(stripe_records(clients * fingers_per_client), tmp / "prints")
     path = tmp / "bench.toml"
     path.write_text(f"""
 [run]

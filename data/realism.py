@@ -114,19 +114,19 @@ def matcher_scores(
 
 
 def equal_error_rate(genuine: np.ndarray, impostor: np.ndarray) -> tuple[float, float]:
-    """Equal error rate of similarity scores and the threshold where it occurs.
+    """Equal error rate of similarity scores (higher = more alike) and a threshold at that operating point.
 
-    Sweeps every distinct score as threshold (accept when score >= t); FAR(t) = fraction of impostors accepted,
-    FRR(t) = fraction of genuines rejected; the EER is the mean of FAR and FRR where |FAR - FRR| is smallest.
+    The EER is :func:`models.metrics.eer` (the project's one definition: FMR = FNMR, interpolated between
+    adjacent operating points); the threshold is :func:`models.metrics.choose_threshold` with ``"eer"``.
     """
+    from models.metrics import choose_threshold, eer
+
     g, i = np.asarray(genuine, float), np.asarray(impostor, float)
     if g.size == 0 or i.size == 0:
         raise ValueError("equal_error_rate: need at least one genuine and one impostor score")
-    ts = np.unique(np.r_[g, i, np.inf])
-    far = 1.0 - np.searchsorted(np.sort(i), ts, side="left") / i.size
-    frr = np.searchsorted(np.sort(g), ts, side="left") / g.size
-    k = int(np.argmin(np.abs(far - frr)))
-    return float((far[k] + frr[k]) / 2), float(ts[k])
+    scores, labels = np.r_[g, i], np.r_[np.ones(g.size), np.zeros(i.size)]
+    return (eer(scores, labels, higher_is_genuine=True),
+            choose_threshold(scores, labels, "eer", higher_is_genuine=True))
 
 
 def sample_pairs(

@@ -5,30 +5,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import cv2
 import pytest
 import torch
 
 from attacks import audit
+from data.stripes import stripe_records, write_generic
 from fedprint_cli import main
 from fedprint_config import parse_config
 from server.train_run import run_training
-from tests.conftest import stripe_records
-
-
-def _write_generic(records, root: Path) -> Path:
-    for r in records:
-        d = root / r.identity
-        d.mkdir(parents=True, exist_ok=True)
-        cv2.imwrite(str(d / f"{r.impression}.png"), r.image)
-    return root
 
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory) -> Path:
     torch.set_num_threads(1)  # 2 shared cores: more threads only oversubscribe them
     tmp = tmp_path_factory.mktemp("audit")
-    data = _write_generic(stripe_records(n_fingers=20, n_impressions=4, size=32, seed=3), tmp / "data")
+    data = write_generic(stripe_records(n_fingers=20, n_impressions=4, size=32, seed=3), tmp / "data")
     cfg = parse_config({
         "run": {"name": "tiny", "out": str(tmp / "runs"), "seed": 0},
         "data": {"sources": [{"kind": "dataset", "layout": "generic", "root": str(data)}]},

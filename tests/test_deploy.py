@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.conftest import stripe_records
+from data.stripes import stripe_records
 from tests.deploy_topology import (
     LocalService,
     ProcessGroup,

@@ -20,12 +20,12 @@ from client.dp_sgd import (
     train_siamese_dp,
 )
 from client.local_data import build_client_data
+from data.stripes import stripe_records
 from fedprint_cli import main
 from fedprint_config import DPSection, TrainConfig, parse_config
 from models.loss import contrastive_loss_from_distance
 from models.preprocess import InputSpec
 from models.siamese import CompactEncoder
-from tests.conftest import stripe_records
 from tests.test_train_run import dataset_config  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.filterwarnings("ignore:.*Full backward hook:UserWarning"),

@@ -10,10 +10,10 @@ import torch
 from attacks import membership as mia
 from client.trainer import train_siamese
 from data.pairs import make_pairs
+from data.stripes import stripe_records
 from fedprint_config import TrainConfig
 from models.preprocess import InputSpec, to_tensor_batch
 from models.siamese import CompactEncoder
-from tests.conftest import stripe_records
 
 
 def test_auc_and_balanced_accuracy_hand_computed():

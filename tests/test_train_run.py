@@ -7,8 +7,8 @@ import json
 import cv2
 import pytest
 
+from data.stripes import stripe_records
 from fedprint_cli import main
-from tests.conftest import stripe_records
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ from client.evaluation import validation_accuracy
 from client.experiment_data import union
 from client.local_data import build_client_data
 from client.trainer import pair_distances
+from data.stripes import stripe_records
 from fedprint_config import TrainConfig
 from models.preprocess import InputSpec
 from privacy.fpdfsn import FPDFSNParams
 from server.baselines import evaluate_clients, train_centralized, train_local
-from tests.conftest import stripe_records
 
 SPEC = InputSpec(size=32)
 
