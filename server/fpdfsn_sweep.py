@@ -19,7 +19,7 @@ from client.experiment_data import build_clients  # noqa: E402
 from data.atomic_io import write_csv, write_json, write_text  # noqa: E402
 from fedprint_config import ExperimentConfig  # noqa: E402
 from server.baselines import evaluate_clients, train_centralized  # noqa: E402
-from server.rundir import markdown_table, new_run_dir  # noqa: E402
+from server.rundir import markdown_table, new_run_dir, report_provenance  # noqa: E402
 
 
 def _point(cfg: ExperimentConfig, beta: float, sigma2: float | None, progress: bool) -> dict:
@@ -72,5 +72,5 @@ def run_sweep(cfg: ExperimentConfig, *, betas: list[float], sigma2s: list[float]
         f"# {cfg.run.name}: FP-DFSN sweep\n\nCentralized training per point, same data, splits and seeds; "
         "FP-DFSN is a perturbation, not differential privacy.\n\n"
         + markdown_table(rows, ["sweep", "beta", "sigma2", "accuracy", "eer", "roc_auc", "final_loss"])
-        + "\n![sweep](sweep.png)\n"))
+        + "\n![sweep](sweep.png)\n\n" + report_provenance(run_dir)))
     return run_dir

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from data.atomic_io import write_csv, write_json, write_text
-from server.rundir import markdown_table
+from server.rundir import markdown_table, report_provenance
 
 
 def _plt():
@@ -166,5 +166,6 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
           "round), `checkpoint/`, `final.json`\n",
         "\nThese are results on the configured data (synthetic unless the experiment names real datasets); "
         "they are not the paper's numbers.\n",
+        report_provenance(run_dir),
     ]
     return write_text(run_dir / "report.md", "\n".join(lines))

@@ -6,6 +6,7 @@ checkpoint behind.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -13,16 +14,36 @@ from typing import Any
 
 import numpy as np
 
+from data.atomic_io import write_json
+from fedprint_config.provenance import provenance, provenance_markdown
+
 
 def new_run_dir(parent: str | Path, name: str) -> Path:
-    """Create ``<parent>/<name>-<UTC timestamp>`` (a numeric suffix if it already exists) and return it."""
+    """Create ``<parent>/<name>-<UTC timestamp>`` (a numeric suffix if it already exists) and return it.
+
+    The new folder starts with ``provenance.json`` (:func:`fedprint_config.provenance.provenance`: command,
+    FedPrint version, git commit, package versions, threads, hardware), so every run can be reproduced from
+    its folder.
+    """
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     base = Path(parent) / f"{name}-{stamp}"
     path, k = base, 1
     while path.exists():
         path, k = Path(f"{base}-{k}"), k + 1
     path.mkdir(parents=True)
+    write_json(path / "provenance.json", provenance())
     return path
+
+
+def report_provenance(run_dir: str | Path) -> str:
+    """The \"Provenance\" section of a run's report.md, from its ``provenance.json`` (recorded now if absent)."""
+    path = Path(run_dir) / "provenance.json"
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        record = provenance()
+        write_json(path, record)
+    return provenance_markdown(record)
 
 
 def markdown_table(rows: list[Mapping[str, Any]], columns: list[str] | None = None, digits: int = 4) -> str:

@@ -36,6 +36,7 @@ from flwr.serverapp.strategy import FedAvg, FedProx
 from data.atomic_io import write_csv, write_json
 from fedprint_config import FederationConfig
 from fedprint_config.app import SERVER_DEFAULTS, experiment, settings
+from fedprint_config.provenance import provenance
 from models.siamese import new_encoder
 from server.affr import AFFR
 from server.checkpoint import load_checkpoint, save_checkpoint
@@ -218,6 +219,8 @@ def run_federation(grid: Grid, conf: Mapping[str, Any],
     timeout = float(conf["timeout"]) or fed.timeout
     run_dir = Path(str(conf["run-dir"])) if conf["run-dir"] else new_run_dir(cfg.run.out, f"{cfg.run.name}-{name}")
     run_dir.mkdir(parents=True, exist_ok=True)
+    if not (run_dir / "provenance.json").exists():  # a given run-dir (deployment) gets one too
+        write_json(run_dir / "provenance.json", provenance())
     strategy = build_strategy(name, num_rounds=total, step=step, proximal_mu=mu, fed=fed,
                               min_nodes=int(conf["min-nodes"]))
 

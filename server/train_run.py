@@ -25,7 +25,7 @@ from fedprint_config import ExperimentConfig
 from models.metrics import plot_roc, write_roc_csv
 from models.preprocess import InputSpec, describe
 from server.baselines import evaluate_clients, train_centralized, train_local
-from server.rundir import markdown_table, new_run_dir
+from server.rundir import markdown_table, new_run_dir, report_provenance
 
 MODES = ("centralized", "local")
 DP_COLUMNS = ["model", "epsilon", "delta", "noise_multiplier", "max_grad_norm", "sample_rate", "steps", "accountant",
@@ -124,7 +124,7 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
                    "better.\n\n" + markdown_table(comparison, ["model", "client", "pairs", "genuine", "deep_eer",
                                                                 "classical_eer", "deep_roc_auc",
                                                                 "classical_roc_auc"]))
-    write_text(run_dir / "report.md", report)
+    write_text(run_dir / "report.md", report + "\n" + report_provenance(run_dir))
     return run_dir
 
 
