@@ -1,39 +1,163 @@
 """``fedprint`` command line: one dispatcher, each subsystem registers its own subcommands.
 
-A subsystem module listed in :data:`SUBCOMMANDS` exposes ``register(subparsers)``, which adds its parser(s) and
-sets ``func`` (called with the parsed namespace, returns an exit code). Imports are lazy so that ``fedprint -h``
-stays fast and a broken optional subsystem does not take the whole CLI down.
+A subsystem module named in :data:`COMMANDS` exposes ``register(subparsers)``, which adds its parser(s) and
+sets ``func`` (called with the parsed namespace, returns an exit code). Only the module of the command being
+run is imported, so ``fedprint --help`` and ``fedprint --version`` answer at once, and a subsystem that is not
+installed (an optional extra) does not take the whole CLI down: its command says what to install.
+
+Global options: ``--version``, ``--log-level`` (Python / Flower logging), ``-q/--quiet`` (no progress bars,
+same as a command's own ``--quiet``). Every option's help shows its default.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
-#: Modules that contribute subcommands, in help order.
-SUBCOMMANDS = ["data.cli", "server.train_cli", "server.cli", "privacy.publish_cli", "attacks.cli"]
+#: Command -> (module that registers it, one-line help shown by ``fedprint --help``), in help order.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("server.cli", "the main job on the embedded default: three synthetic institutions, all methods"),
+    "simulate": ("server.cli", "run local / centralized / FedAvg / FedProx / AFFR on one experiment"),
+    "train": ("server.train_cli", "train the Siamese verifier centrally or per client (baselines)"),
+    "sweep": ("server.train_cli", "verification accuracy vs FP-DFSN beta and noise variance"),
+    "verify": ("client.recognition_cli", "compare two fingerprint images with a trained model (1:1)"),
+    "evaluate": ("client.recognition_cli", "EER, FNMR at fixed FMR and ROC of a model on a dataset"),
+    "identify": ("client.recognition_cli", "search a gallery for probe fingerprints (1:N, rank-k, CMC)"),
+    "data": ("data.cli", "synthetic fingerprints and dataset tools"),
+    "publish": ("privacy.publish_cli", "DP-publish one fingerprint image or its minutiae (through a ledger)"),
+    "publish-eval": ("privacy.publish_cli", "usability benchmark of the publication mechanisms"),
+    "audit": ("attacks.cli", "privacy attacks (gradient inversion, imprint, membership inference) on a run"),
+}
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="fedprint",
-        description="Federated, privacy-preserving fingerprint verification.",
-    )
+def _meaningful(default: object) -> bool:
+    """A default worth printing (not None / False / suppressed; 0 is printed)."""
+    return not (default is None or default is False or default is argparse.SUPPRESS)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Shows every option's default (unless its help already names it) and keeps descriptions as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        shown = _meaningful(action.default) and action.option_strings
+        if not shown or "default" in text.lower() or "%(default)" in text:
+            return action.help
+        return f"{text} (default: %(default)s)".strip()
+
+
+class Parser(argparse.ArgumentParser):
+    """ArgumentParser with :class:`HelpFormatter`; subcommand parsers inherit it (argparse's parser_class)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        if not kwargs.get("help") and args and str(args[0]).startswith("-") \
+                and _meaningful(kwargs.get("default")):
+            kwargs["help"] = "default: %(default)s"
+        return super().add_argument(*args, **kwargs)
+
+
+def version() -> str:
+    """``fedprint <version>`` plus the git commit of a source checkout."""
+    from importlib import metadata
+
+    try:
+        text = f"fedprint {metadata.version('fedprint')}"
+    except metadata.PackageNotFoundError:
+        text = "fedprint (not installed)"
+    from fedprint_config.provenance import git_commit
+
+    git = git_commit()
+    return text + (f" (git {git['commit'][:12]}{', modified' if git['dirty'] else ''})" if git else "")
+
+
+class _Version(argparse.Action):
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version())
+        parser.exit()
+
+
+def _command_in(argv: list[str]) -> str | None:
+    """The subcommand named on the command line (first non-option word after the global options)."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+            continue
+        if word == "--log-level":
+            skip = True
+            continue
+        if word.startswith("-"):
+            continue
+        return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The ``fedprint`` parser; only the module of the command in ``argv`` is imported (all of them for None)."""
+    parser = Parser(prog="fedprint", description="Federated, privacy-preserving fingerprint verification.")
+    parser.add_argument("--version", action=_Version, help="print the version (and git commit) and exit")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="warning",
+                        help="logging level of FedPrint and Flower messages")
+    parser.add_argument("-q", "--quiet", dest="global_quiet", action="store_true",
+                        help="no progress bars (same as the command's --quiet)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    lazy = argv is not None
+    wanted = _command_in(argv) if lazy else None
+    for name, (module_name, text) in COMMANDS.items():
+        if name in sub.choices:
+            continue  # registered by its module together with an earlier command
+        if lazy and (wanted is None or COMMANDS[wanted][0] != module_name):
+            sub.add_parser(name, help=text, description=text)  # listed by --help, not imported
+            continue
         try:
-            module = importlib.import_module(name)
+            module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
-                continue  # the subsystem is not installed in this build; its command is simply absent
-            raise
+            if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+                continue  # the subsystem is not part of this installation
+            raise _MissingExtra(name, exc.name or "") from exc
         module.register(sub)
     return parser
 
 
+class _MissingExtra(Exception):
+    def __init__(self, command: str, package: str) -> None:
+        super().__init__(f"the {command!r} command needs the Python package {package!r}, which is not installed "
+                         f"(install FedPrint with its extras: pip install 'fedprint[all]')")
+
+
+def _configure_logging(level: str) -> None:
+    value = getattr(logging, level.upper())
+    logging.basicConfig(level=value, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(value)
+    logging.getLogger("flwr").setLevel(value)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """Parse a command line; the global ``-q`` switches the command's own ``--quiet`` on."""
+    args = build_parser(argv).parse_args(argv)
+    if args.global_quiet and hasattr(args, "quiet"):
+        args.quiet = True
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = parse(argv)
+    except _MissingExtra as exc:
+        print(f"fedprint: error: {exc}", file=sys.stderr)
+        return 2
+    _configure_logging(args.log_level)
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError) as exc:  # user-facing input errors: one clear line, no traceback

@@ -1,0 +1,39 @@
+"""The ``fedprint`` dispatcher: fast help, --version, defaults in help, global --quiet."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import fedprint_cli
+
+
+def test_help_imports_no_subsystem() -> None:
+    code = ("import sys, fedprint_cli; fedprint_cli.build_parser(['--help']); "
+            "print(sorted(m for m in ('torch', 'flwr', 'cv2', 'server', 'client', 'privacy', 'attacks') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        fedprint_cli.main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.startswith("fedprint ")
+
+
+def test_every_registered_command_is_listed_and_shows_defaults() -> None:
+    full = fedprint_cli.build_parser(None)  # imports every installed subsystem
+    sub = next(a for a in full._actions if isinstance(a, fedprint_cli.argparse._SubParsersAction))
+    assert set(sub.choices) <= set(fedprint_cli.COMMANDS)
+    assert {"demo", "simulate", "train", "data", "publish", "audit"} <= set(sub.choices)
+    synth = sub.choices["data"]._subparsers._group_actions[0].choices["synth"].format_help()
+    assert "default: 200" in synth and "default: 0" in synth
+
+
+def test_global_quiet_reaches_the_command() -> None:
+    assert fedprint_cli.parse(["-q", "simulate", "--config", "demo"]).quiet is True
+    assert fedprint_cli.parse(["simulate", "--config", "demo"]).quiet is False
