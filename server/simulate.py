@@ -76,6 +76,7 @@ def run_federated(experiment: str | Path, strategy: str, run_dir: str | Path, *,
     """
     from flwr.simulation import run_simulation
 
+    require_simulation_runtime()
     from client.client_app import make_client_app
     from server.server_app import make_server_app
 
@@ -109,6 +110,15 @@ def run_federated(experiment: str | Path, strategy: str, run_dir: str | Path, *,
         raise RuntimeError(f"{strategy}: the simulation ended without writing {run_dir / 'final.json'} "
                            "(see the Flower log above)")
     return run_dir
+
+
+def require_simulation_runtime() -> None:
+    """Flower's simulation runtime needs Ray (the ``simulation`` extra); say so instead of a traceback."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise ValueError("federated methods in simulation need Flower's simulation runtime (Ray), which is not "
+                         "installed: pip install 'fedprint[simulation]'")
 
 
 def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds: int | None = None,
