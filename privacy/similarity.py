@@ -87,8 +87,16 @@ def ssim(a: np.ndarray, b: np.ndarray) -> float:
     return float(structural_similarity(a, b, data_range=DATA_RANGE))
 
 
+#: Environment variable naming torchvision's ImageNet AlexNet checkpoint file (overrides the torch hub cache).
+WEIGHTS_ENV = "FEDPRINT_ALEXNET_WEIGHTS"
+
+
 def alexnet_checkpoint_path() -> Path:
-    """Where the ImageNet AlexNet weights are expected: ``torch.hub.get_dir()/checkpoints/...``."""
+    """Where the ImageNet AlexNet weights are read: ``$FEDPRINT_ALEXNET_WEIGHTS`` when set, else
+    ``torch.hub.get_dir()/checkpoints/alexnet-owt-7be5be79.pth`` (torchvision's own cache location)."""
+    given = os.environ.get(WEIGHTS_ENV, "").strip()
+    if given:
+        return Path(given).expanduser()
     import torch
 
     return Path(torch.hub.get_dir()) / "checkpoints" / ALEXNET_CHECKPOINT

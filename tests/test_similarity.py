@@ -121,3 +121,14 @@ def test_lpips_loads_every_weight_from_the_files(img, tmp_path, monkeypatch, no_
     lin = torch.load(f"{lpips.__path__[0]}/weights/v0.1/alex.pth", map_location="cpu", weights_only=True)
     for key, value in lin.items():
         assert torch.equal(model.state_dict()[key], value), key
+
+
+def test_alexnet_weights_path_from_environment(tmp_path, monkeypatch) -> None:
+    from privacy.similarity import WEIGHTS_ENV, LPIPSUnavailable, alexnet_checkpoint_path, lpips_distance
+
+    given = tmp_path / "alexnet.pth"
+    monkeypatch.setenv(WEIGHTS_ENV, str(given))
+    assert alexnet_checkpoint_path() == given
+    img = np.full((32, 32), 128, np.uint8)
+    with pytest.raises(LPIPSUnavailable, match="alexnet.pth"):  # absent: unavailable, never random weights
+        lpips_distance(img, img)
