@@ -13,6 +13,9 @@ Layout written by ``create`` (``--out``, default ``certs``)::
                                                SuperLink TLS: SANs = superlink, localhost, 127.0.0.1 (+ --san)
     certs/<institution>/ca.crt                 what the institution needs to verify the SuperLink
     certs/<institution>/auth.key, auth.pub     SuperNode auth key pair (ECDSA P-384, OpenSSH format)
+    certs/superlink/superexec.secret           SuperExec shared secret of the SuperLink and the ServerApp SuperExec
+    certs/<institution>/superexec.secret       SuperExec shared secret of the institution's SuperNode and ClientApp
+                                               SuperExec (256 random bits each, from the OS CSPRNG)
 
 ``register`` calls ``flwr supernode register certs/<institution>/auth.pub <superlink> --name <institution>`` for
 each institution, so the SuperLink (started with ``--enable-supernode-auth``) accepts exactly these keys. In a
@@ -26,6 +29,7 @@ import argparse
 import datetime as dt
 import ipaddress
 import re
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -125,9 +129,11 @@ def create(out: Path, institutions: list[str], *, sans: list[str], force: bool =
     _write(out / "superlink" / "server.pem", srv_cert.public_bytes(serialization.Encoding.PEM), private=False,
            force=force)
     _write(out / "superlink" / "ca.crt", ca_pem, private=False, force=force)
+    _write(out / "superlink" / "superexec.secret", secrets.token_bytes(32), private=True, force=force)
     for inst in institutions:
         _write(out / inst / "ca.crt", ca_pem, private=False, force=force)
         make_auth_key(out / inst, force=force)
+        _write(out / inst / "superexec.secret", secrets.token_bytes(32), private=True, force=force)
 
 
 def register(out: Path, institutions: list[str], *, superlink: str, flwr: str = "flwr") -> None:

@@ -129,6 +129,8 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
     cfg = with_base_dir(cfg, Path.cwd())
     rounds = int(rounds or fed.rounds)
     names = method_names(list(methods or fed.methods), fed.steps)
+    if set(methods or fed.methods) & set(FEDERATED):
+        require_simulation_runtime()  # before any work or run directory
     run_dir = new_run_dir(out or cfg.run.out, cfg.run.name).resolve()
     write_text(run_dir / "experiment.toml", path.read_text())
     write_json(run_dir / "config.json", {"experiment_file": str(path), "experiment": cfg.to_dict(),

@@ -6,7 +6,8 @@ service's exact ``command`` with the executable its image would run (``flwr/<x>:
 
 * ``<service>:<port>`` -> ``127.0.0.1:<free port>`` and a service's own ``--port N`` -> that free port
   (every container may listen on 9094; local processes may not), ``--host 0.0.0.0`` -> ``127.0.0.1``;
-* container paths of bind mounts (``/data``, ``/certs/...``) -> their host paths; the paths of a service's
+* container paths of bind mounts (``/data``, ``/certs/...``) -> their host paths, of named volumes -> a folder
+  under the scratch folder; the paths of a service's
   *clients* count too (the SuperNode's ``data-dir='/data'`` is read by the ClientApp SuperExec that mounts it);
 * the working directory -> a fresh folder per service, in which mounts under ``working_dir`` are symlinks;
 * each service gets its own ``FLWR_HOME`` (each container has its own), so FABs are installed per service.
@@ -163,12 +164,18 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _mounts(svc: Mapping[str, Any], project_dir: Path) -> dict[str, Path]:
+def _mounts(svc: Mapping[str, Any], project_dir: Path, named_root: Path) -> dict[str, Path]:
+    """Container path -> host path of a service's volumes (named volumes live under ``named_root``)."""
     out = {}
     for spec in svc.get("volumes", []):
         parts = str(spec).split(":")
         if len(parts) < 2:
             continue  # anonymous volume: nothing on the host
+        if "/" not in parts[0] and not parts[0].startswith((".", "~")):  # a named volume (top-level volumes:)
+            host = named_root / parts[0]
+            host.mkdir(parents=True, exist_ok=True)
+            out[parts[1].rstrip("/")] = host
+            continue
         src = Path(parts[0])
         out[parts[1].rstrip("/")] = src if src.is_absolute() else (project_dir / src).resolve()
     return out
@@ -220,8 +227,8 @@ def local_services(compose: Mapping[str, Any], *, project_dir: str | Path, bin_d
     for name, svc in services.items():
         mounts = {}
         for client in clients[name]:
-            mounts.update(_mounts(services[client], project_dir))
-        mounts.update(_mounts(svc, project_dir))  # own mounts win
+            mounts.update(_mounts(services[client], project_dir, workdir / "volumes"))
+        mounts.update(_mounts(svc, project_dir, workdir / "volumes"))  # own mounts win
         targets = sorted(mounts, key=len, reverse=True)
         path_re = re.compile(rf"(?<![\w.\-/])({'|'.join(map(re.escape, targets))})(?=$|[/'\"\s,])") \
             if targets else None
@@ -246,7 +253,7 @@ def local_services(compose: Mapping[str, Any], *, project_dir: str | Path, bin_d
         cwd = root / "wd"
         cwd.mkdir(parents=True, exist_ok=True)
         wd = str(svc.get("working_dir", "")).rstrip("/")
-        for target, host in _mounts(svc, project_dir).items():
+        for target, host in _mounts(svc, project_dir, workdir / "volumes").items():
             if wd and target.startswith(wd + "/"):
                 link = cwd / target[len(wd) + 1:]
                 link.parent.mkdir(parents=True, exist_ok=True)

@@ -138,7 +138,12 @@ def test_local_services_map_names_ports_and_mounts(tmp_path):
     assert node[node.index("--auth-supernode-private-key") + 1] == str(tmp_path / "certs" / "lab-b" / "auth.key")
     app = local["clientapp-lab-b"].argv
     assert app[0] == str(BIN / "flower-superexec")  # ENTRYPOINT of docker/Dockerfile
-    assert app[-1] == f"127.0.0.1:{ports[('supernode-lab-b', 9094)]}"
+    assert app[app.index("--runtime-api-address") + 1] == f"127.0.0.1:{ports[('supernode-lab-b', 9094)]}"
+    secret = str(tmp_path / "certs" / "lab-b" / "superexec.secret")  # SuperExec auth: one secret per pair
+    assert app[app.index("--superexec-auth-secret-file") + 1] == secret
+    assert node[node.index("--superexec-auth-secret-file") + 1] == secret
+    db = Path(sl[sl.index("--database") + 1])  # SuperLink state in the named volume, not in memory
+    assert db.parent == tmp_path / "wd" / "volumes" / "superlink-state" and db.parent.is_dir()
     runs = local["serverapp"].cwd / "runs"  # /app/runs is a mount under working_dir /app
     assert runs.is_symlink() and runs.resolve() == (tmp_path / "runs").resolve()
 
@@ -510,3 +515,23 @@ def test_compose_files_validate_with_a_real_compose_implementation(tmp_path, ove
         targets = {str(v).split(":")[1] if isinstance(v, str) else v["target"]
                    for v in resolved[name].get("volumes", [])}
         assert targets == {str(v).split(":")[1] for v in svc.get("volumes", [])}, name
+
+
+def test_compose_hardening():
+    """Loopback-only port, persisted SuperLink state, restarts, health-gated start, one network per institution."""
+    model = load_compose(COMPOSE, env={})
+    svc = model["services"]
+    assert svc["superlink"]["ports"] == ["127.0.0.1:8000:8000"]
+    assert load_compose(COMPOSE, env={"FEDPRINT_BIND": "0.0.0.0"})["services"]["superlink"]["ports"] == \
+        ["0.0.0.0:8000:8000"]
+    assert "superlink-state:/state" in svc["superlink"]["volumes"] and "superlink-state" in model["volumes"]
+    cmd = [str(a) for a in svc["superlink"]["command"]]
+    assert cmd[cmd.index("--database") + 1].startswith("/state/")
+    for name, s in svc.items():
+        assert s.get("restart") == "unless-stopped", name
+        for dep, cond in (s.get("depends_on") or {}).items():
+            assert cond == {"condition": "service_healthy"} and "healthcheck" in svc[dep], (name, dep)
+    for inst in INSTITUTIONS:
+        assert svc[f"clientapp-{inst}"]["networks"] == [inst]  # sees only its own SuperNode
+        assert set(svc[f"supernode-{inst}"]["networks"]) == {"consortium", inst}
+        assert "consortium" not in svc[f"clientapp-{inst}"]["networks"]
