@@ -6,8 +6,8 @@ This package is the single place a run's settings are read and checked (the lowe
 * :mod:`fedprint_config.experiment` — ``[run]``, ``[[data.sources]]``, ``[partition]``, ``[model]``,
   ``[train]``, ``[fpdfsn]``, ``[dp]`` → :class:`ExperimentConfig`;
 * :mod:`fedprint_config.train` — :class:`TrainConfig` (the ``[train]`` table);
-* :mod:`fedprint_config.federation` — ``[federation]`` → :class:`FederationConfig` (``fedprint simulate`` and
-  the Flower apps);
+* :mod:`fedprint_config.federation` — the ``[federation]`` section, :class:`FederationConfig` (``fedprint
+  simulate`` and the Flower apps);
 * :mod:`fedprint_config.shipped` — finding an experiment by path or by the name of a shipped one;
 * :mod:`fedprint_config.app` — the Flower apps' run-config settings, converted once at each app boundary.
 """
@@ -22,10 +22,12 @@ from fedprint_config.experiment import (
     RunSection,
     SourceSection,
     load_config,
+    load_experiment,
     parse_config,
+    parse_experiment,
     read_toml,
 )
-from fedprint_config.federation import FEDERATED, METHODS, FederationConfig, load_experiment, parse_experiment
+from fedprint_config.federation import FEDERATED, METHODS, FederationConfig
 from fedprint_config.shipped import SHIPPED_DIR, resolve_experiment
 from fedprint_config.train import TrainConfig
 

@@ -11,8 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from fedprint_config.experiment import ExperimentConfig
-from fedprint_config.federation import FederationConfig, load_experiment
+from fedprint_config.experiment import ExperimentConfig, load_experiment
+from fedprint_config.federation import FederationConfig
 from fedprint_config.shipped import resolve_experiment
 
 #: Run-config keys the ClientApp reads, with their defaults.

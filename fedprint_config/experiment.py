@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
+from fedprint_config.federation import FederationConfig
 from fedprint_config.train import TrainConfig
 
 
@@ -183,6 +184,7 @@ class ExperimentConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     fpdfsn: FPDFSNSection = field(default_factory=FPDFSNSection)
     dp: DPSection = field(default_factory=DPSection)
+    federation: FederationConfig = field(default_factory=FederationConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -244,12 +246,18 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 
 
 def load_config(path: str | Path) -> ExperimentConfig:
-    """Read and validate an experiment TOML file.
+    """Read and validate an experiment TOML file (every section, ``[federation]`` included)."""
+    return parse_config(read_toml(path), source=str(path))
 
-    A ``[federation]`` table (rounds, methods, ... of ``fedprint simulate``, validated by
-    :func:`fedprint_config.federation.load_experiment`) is not part of the training config and is ignored here, so one
-    experiment file serves ``fedprint train`` and ``fedprint simulate`` alike.
-    """
-    table = read_toml(path)
-    table.pop("federation", None)
-    return parse_config(table, source=str(path))
+
+def parse_experiment(table: dict[str, Any], *, source: str = "<config>"
+                     ) -> tuple[ExperimentConfig, FederationConfig]:
+    """Validate an experiment table; returns it and its ``[federation]`` section (for the federated runners)."""
+    cfg = parse_config(table, source=source)
+    return cfg, cfg.federation
+
+
+def load_experiment(path: str | Path) -> tuple[ExperimentConfig, FederationConfig]:
+    """Read an experiment TOML (see :func:`parse_experiment`)."""
+    cfg = load_config(path)
+    return cfg, cfg.federation

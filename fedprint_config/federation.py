@@ -1,19 +1,14 @@
-"""Experiment files of federated runs: the ``[federation]`` table.
+"""``[federation]``: how the federated methods of an experiment run (rounds, methods, AFFR step, FedProx μ, ...).
 
-An experiment TOML is an :class:`fedprint_config.ExperimentConfig` plus an optional ``[federation]`` table
-(rounds, methods, AFFR step / step sweep, FedProx μ, timeouts). The table is split off here before the rest is
-validated by :func:`fedprint_config.parse_config`, so the data/model/train configuration stays one schema for
-every way FedPrint trains.
+It is one section of :class:`fedprint_config.ExperimentConfig`, validated by the same reader as every other
+section (:func:`fedprint_config.experiment.parse_config`); ``fedprint train`` reads and ignores it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any
-
-from fedprint_config.experiment import ExperimentConfig, parse_config, read_toml
 
 #: Methods the runner knows: local-only and centralized baselines, and the three Flower strategies.
 METHODS = ("local", "centralized", "fedavg", "fedprox", "affr")
@@ -76,41 +71,3 @@ class FederationConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _federation(table: dict[str, Any], source: str) -> FederationConfig:
-    known = {f.name: f for f in fields(FederationConfig)}
-    unknown = sorted(set(table) - set(known))
-    if unknown:
-        raise ValueError(f"{source}: federation: unknown key(s) {unknown}; expected some of {sorted(known)}")
-    kwargs: dict[str, Any] = {}
-    for key, value in table.items():
-        default = getattr(FederationConfig, key)
-        if isinstance(default, tuple):
-            if not isinstance(value, list):
-                raise ValueError(f"{source}: federation.{key}: expected an array, got {value!r}")
-            value = tuple(float(v) if key == "steps" and isinstance(v, int) else v for v in value)
-        elif isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        elif type(value) is not type(default):
-            raise ValueError(f"{source}: federation.{key}: expected {type(default).__name__}, got {value!r}")
-        kwargs[key] = value
-    try:
-        return FederationConfig(**kwargs)
-    except ValueError as exc:
-        raise ValueError(f"{source}: {exc}") from None
-
-
-def parse_experiment(table: dict[str, Any], *, source: str = "<config>"
-                     ) -> tuple[ExperimentConfig, FederationConfig]:
-    """Split off ``[federation]`` and validate both parts."""
-    table = dict(table)
-    fed = table.pop("federation", {})
-    if not isinstance(fed, dict):
-        raise ValueError(f"{source}: federation: expected a table")
-    return parse_config(table, source=source), _federation(fed, source)
-
-
-def load_experiment(path: str | Path) -> tuple[ExperimentConfig, FederationConfig]:
-    """Read an experiment TOML (see :func:`parse_experiment`)."""
-    return parse_experiment(read_toml(path), source=str(path))

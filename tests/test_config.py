@@ -48,3 +48,15 @@ def test_train_config_ignores_the_federation_table(tmp_path):
     p = tmp_path / "x.toml"
     p.write_text("[train]\nepochs = 2\n[federation]\nrounds = 3\n")
     assert load_config(p).train.epochs == 2
+
+
+def test_federation_is_validated_by_the_same_reader(tmp_path):
+    p = tmp_path / "x.toml"
+    p.write_text("[federation]\nrounds = 3\nsteps = [0, 1]\n")
+    fed = load_config(p).federation
+    assert fed.rounds == 3 and fed.steps == (0.0, 1.0) and all(isinstance(s, float) for s in fed.steps)
+    p.write_text("[federation]\nround = 3\n")
+    with pytest.raises(ValueError, match=r"x\.toml: federation: unknown key\(s\) \['round'\]"):
+        load_config(p)
+    with pytest.raises(ValueError, match="federation.rounds: expected int"):
+        parse_config({"federation": {"rounds": "3"}})
