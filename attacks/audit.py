@@ -170,7 +170,8 @@ def _encoder_from_state(state: dict, encoder: str, embedding_dim: int, where: Pa
 def load_run(run_dir: str | Path) -> RunInfo:
     """Read a ``fedprint train`` or ``fedprint simulate`` run directory (config and checkpoints), read-only.
 
-    Train runs: ``checkpoint_centralized.pt`` (all clients) or ``checkpoint_local-<client>.pt`` (that client).
+    Train runs: model files ``model_centralized.pt`` (all clients) or ``model_local-<client>.pt`` (that
+    client); ``checkpoint_*.pt`` of older runs are read too.
     Simulate runs: the global model of every federated method, ``<method>/checkpoint/state.json`` + arrays.
     """
     run_dir = Path(run_dir)
@@ -192,9 +193,9 @@ def load_run(run_dir: str | Path) -> RunInfo:
     cfg = parse_config(_strip_none(table), source=str(cfg_path))
     info = RunInfo(run_dir=run_dir, kind=kind, cfg=cfg, epochs_per_client=cfg.train.epochs)
     if kind == "train":
-        for path in sorted(run_dir.glob("checkpoint_*.pt")):
+        for path in sorted([*run_dir.glob("model_*.pt"), *run_dir.glob("checkpoint_*.pt")]):
             ck = torch.load(path, map_location="cpu", weights_only=True)
-            name = path.stem[len("checkpoint_"):]
+            name = path.stem.split("_", 1)[1]
             net = _encoder_from_state(ck["state_dict"], ck["encoder"], int(ck["embedding_dim"]), path)
             info.models[name] = (net, None if name == "centralized" else [name[len("local-"):]])
     else:
@@ -206,7 +207,7 @@ def load_run(run_dir: str | Path) -> RunInfo:
             net = _encoder_from_state(sd, cfg.model.encoder, cfg.model.embedding_dim, state_path)
             info.models[f"{state_path.parent.parent.name} (round {state['round']})"] = (net, None)
     if not info.models:
-        raise ValueError(f"--run: {run_dir} holds no model checkpoint (checkpoint_*.pt or */checkpoint/)")
+        raise ValueError(f"--run: {run_dir} holds no model (model_*.pt, checkpoint_*.pt or */checkpoint/)")
     return info
 
 

@@ -126,7 +126,7 @@ def evaluate_handler(msg: Message, context: Context, *, defaults: Mapping[str, A
     net.load_state_dict(msg.content["arrays"].to_torch_state_dict())
     m, _ = evaluate_on_pairs(net, data)
     metrics = {"accuracy": m["accuracy"], "eer": m["eer"], "roc-auc": m["roc_auc"], "fmr100": m["fmr100"],
-               "num-examples": len(data.test_pairs)}
+               "num-examples": len(data.test_pairs), "threshold": m["threshold"], "val-pairs": len(data.val_pairs)}
     bad = [k for k, v in metrics.items() if not math.isfinite(float(v))]
     if bad:
         raise ValueError(f"client {data.name!r}: non-finite evaluation metric(s) {bad}")

@@ -22,7 +22,6 @@ from data.partition import ClientPartition
 from data.record import FingerprintRecord
 from data.sources import load_records, make_partitions
 from fedprint_config import ExperimentConfig
-from models.preprocess import InputSpec
 from privacy.fpdfsn import FPDFSNParams
 
 
@@ -53,7 +52,7 @@ def client_data(cfg: ExperimentConfig, records: list[FingerprintRecord], *, name
     (see :func:`effective_beta`); ``cache=False`` keeps FP-DFSN results in memory only (nothing written).
     """
     return build_client_data(
-        records, name=name, spec=InputSpec(size=int(input_size or cfg.model.input_size)),
+        records, name=name, spec=cfg.model.input_spec(input_size),
         protocol=cfg.data.protocol, test_fraction=cfg.data.test_fraction, val_fraction=cfg.data.val_fraction,
         max_impostors=cfg.data.max_impostors, fpdfsn=fpdfsn_params(cfg, beta), seed=cfg.run.seed + client_id,
         cache_dir=Path(cfg.run.out) / ".cache" / "fpdfsn" if cache else None, progress=progress,

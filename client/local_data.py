@@ -1,9 +1,14 @@
 """One client's data, ready to train on: split, pairs, FP-DFSN and preprocessed tensors.
 
 The same function serves every way FedPrint trains: centralized (one "client" holding the union), local-only
-baselines, Flower simulation and a real SuperNode. FP-DFSN (seed 003 Eqs. 8-10) is applied, with the client's
-β, to *all* of its images (train, validation and test): the verifier learns on I_diff images, so the images it
-is asked to verify must be in the same domain. β = 0 (or FP-DFSN disabled) leaves images untouched.
+baselines, Flower simulation and a real SuperNode.
+
+Order of operations: each image is first brought to the network's working resolution and cropped on the print
+(:func:`models.preprocess.prepare`); FP-DFSN (seed 003 Eqs. 8-10) then runs on that crop — a few hundred
+pixels a side instead of a full 832x768 frame, so minutiae extraction is cheap. FP-DFSN protects the TRAINING
+data: ``images`` holds FP-DFSN crops for the training split and raw crops for validation and test (what a
+deployed verifier is asked to verify); ``fpdfsn_images`` holds FP-DFSN crops of every image, for the second
+evaluation column "FP-DFSN probes". β = 0 (or FP-DFSN disabled) leaves images untouched.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from tqdm.auto import tqdm
 
 from data.pairs import PairSet, Split, make_pairs, split_records
 from data.record import FingerprintRecord
-from models.preprocess import InputSpec, to_tensor_batch
+from models.preprocess import InputSpec, normalize, prepare
 from privacy.fpdfsn import FPDFSNParams
 from privacy.fpdfsn_cache import FPDFSNCache
 
@@ -40,6 +45,7 @@ class ClientData:
     val_pairs: PairSet
     test_pairs: PairSet
     fpdfsn_stats: dict = field(default_factory=dict)
+    fpdfsn_images: torch.Tensor | None = None
 
     @property
     def num_train_examples(self) -> int:
@@ -130,15 +136,21 @@ def build_client_data(
                                                     np.zeros(0, np.int8))
         for k, part in enumerate(("train", "val", "test"))
     }
-    images = [r.image for r in records]
+    crops = [prepare(r.image, spec, r.dpi) for r in records]
     stats: dict = {"enabled": fpdfsn is not None and fpdfsn.beta > 0}
+    fp_images = None
+    images = crops
     if stats["enabled"]:
-        images, more = apply_fpdfsn(images, fpdfsn, seed=seed, cache_dir=cache_dir, progress=progress,
-                                    desc=f"FP-DFSN {name}")
+        fp_crops, more = apply_fpdfsn(crops, fpdfsn, seed=seed, cache_dir=cache_dir, progress=progress,
+                                      desc=f"FP-DFSN {name}")
         stats.update(more)
+        train = set(int(i) for i in split.train)
+        images = [fp_crops[i] if i in train else crops[i] for i in range(len(crops))]
+        fp_images = normalize(np.stack(fp_crops), spec)
     domains = sorted({r.domain for r in records})
     return ClientData(
         name=name, domain="+".join(domains), beta=0.0 if fpdfsn is None else float(fpdfsn.beta),
-        records=records, images=to_tensor_batch(images, spec), split=split,
+        records=records, images=normalize(np.stack(images), spec), split=split,
         train_pairs=pairs["train"], val_pairs=pairs["val"], test_pairs=pairs["test"], fpdfsn_stats=stats,
+        fpdfsn_images=fp_images,
     )

@@ -1,21 +1,35 @@
 """Local Siamese training loop: what every FedPrint client runs, and the local-only / centralized baselines.
 
-Plain PyTorch, seed 003 defaults (Sec. 5.2): Adam, lr 3e-4, batch 32, E local epochs, contrastive loss (Eq. 1).
-Each epoch draws a fresh balanced pair sample (all genuine pairs + as many random impostor pairs), seeded.
-Images are preprocessed to one tensor once; a batch only indexes into it, so the input pipeline costs next to
-nothing compared with the network (see ``bench/bench_trainer.py``).
+Default recipe (``TrainConfig``), chosen to learn on 2 CPU cores:
+
+* identity-balanced **P x K batches** (P fingers x K impressions, one forward pass per image) with seed 003's
+  contrastive loss Eq. 1 over every pair in the batch (:func:`models.loss.batch_contrastive_loss`);
+* on-the-fly **augmentation** that mimics impression variation (:mod:`models.augment`);
+* Adam with a **cosine learning-rate schedule** (linear warm-up) within each call.
+
+The finger identities are not passed in: they are the connected components of the genuine training pairs (all
+genuine pairs of a finger's training impressions are in the pair set), so every caller keeps handing over
+``(images, pairs)``. ``sampler = "pairs"`` keeps seed 003's original loop (one balanced pair sample per epoch,
+batches of pairs, two forward passes per pair) for comparison (``bench/bench_trainer_pk.py``).
+Images are preprocessed to one tensor once; a batch only indexes into it.
 """
 
 from __future__ import annotations
 
+import math
+import time
+
 import numpy as np
 import torch
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 from torch import nn
 from tqdm.auto import tqdm
 
 from data.pairs import PairSet, sample_epoch_pairs
 from fedprint_config import TrainConfig
-from models.loss import contrastive_loss
+from models.augment import AugmentSpec, augment
+from models.loss import batch_contrastive_loss, contrastive_loss
 
 
 def _cap(pairs: PairSet, cap: int | None, rng: np.random.Generator) -> PairSet:
@@ -23,6 +37,55 @@ def _cap(pairs: PairSet, cap: int | None, rng: np.random.Generator) -> PairSet:
         return pairs
     keep = np.sort(rng.choice(len(pairs), size=cap, replace=False))
     return PairSet(pairs.a[keep], pairs.b[keep], pairs.label[keep])
+
+
+def identities_from_pairs(pairs: PairSet) -> tuple[np.ndarray, np.ndarray]:
+    """Images used by ``pairs`` and their finger label (connected components of the genuine pairs).
+
+    Returns ``(image_indices, labels)``: sorted unique image indices and an int label per index; images that
+    share a genuine pair (directly or transitively) share a label.
+    """
+    used = np.unique(np.concatenate([pairs.a, pairs.b]))
+    pos = {int(v): i for i, v in enumerate(used)}
+    gen = pairs.label == 1
+    rows = np.array([pos[int(v)] for v in pairs.a[gen]], dtype=np.int64)
+    cols = np.array([pos[int(v)] for v in pairs.b[gen]], dtype=np.int64)
+    graph = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(used), len(used)))
+    _, labels = connected_components(graph, directed=False)
+    return used.astype(np.int64), labels.astype(np.int64)
+
+
+def pk_batches(labels: np.ndarray, p: int, k: int, n_batches: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """``n_batches`` index arrays into ``labels``: P identities (with >= 2 images) x up to K images each.
+
+    Identities are drawn without replacement within a batch (all of them when fewer than P exist); images of
+    an identity without replacement when it has at least K, else all of its images.
+    """
+    ids, counts = np.unique(labels, return_counts=True)
+    ids = ids[counts >= 2]
+    if len(ids) < 2:
+        raise ValueError("train_siamese: P x K batches need at least two fingers with two or more training images")
+    members = {int(i): np.flatnonzero(labels == i) for i in ids}
+    out = []
+    for _ in range(n_batches):
+        chosen = rng.choice(ids, size=min(p, len(ids)), replace=False)
+        out.append(np.concatenate([rng.choice(members[int(c)], size=min(k, len(members[int(c)])), replace=False)
+                                   for c in chosen]))
+    return out
+
+
+def _lr_lambda(cfg: TrainConfig, total: int):
+    if cfg.schedule == "constant" or total <= 1:
+        return lambda step: 1.0
+    warm = max(1, int(0.05 * total))
+
+    def f(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        progress = (step - warm) / max(1, total - warm)
+        return 0.05 + 0.95 * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+    return f
 
 
 def train_siamese(
@@ -35,7 +98,7 @@ def train_siamese(
     progress: bool = True,
     desc: str = "train",
 ) -> list[dict]:
-    """Train ``encoder`` in place with the contrastive loss on pairs of ``images``.
+    """Train ``encoder`` in place with the contrastive loss (Eq. 1) on ``images``.
 
     Parameters
     ----------
@@ -45,44 +108,71 @@ def train_siamese(
     images : Tensor, shape (N, 1, S, S)
         Preprocessed images; ``pairs`` index into its first axis.
     pairs : PairSet
-        The pool of training pairs; each epoch resamples a balanced subset from it.
+        The training pairs: the images they use are the training set, their genuine pairs define the fingers
+        (``sampler = "pk"``); ``"pairs"`` resamples a balanced subset of them every epoch.
     cfg : TrainConfig
     optimizer : Optimizer, optional
-        Defaults to Adam(lr=cfg.lr). Pass one to keep its state across rounds, or an Opacus-wrapped one.
+        Defaults to Adam(lr=cfg.lr). Pass one to keep its state across rounds, or a FedProx one.
 
     Returns
     -------
     list of dict
-        Per epoch: ``epoch``, ``loss`` (mean over steps), ``pairs``, ``genuine``.
+        Per epoch: ``epoch``, ``loss`` (mean over steps), ``pairs`` (pairs scored), ``genuine``, ``seconds``.
     """
     if len(pairs) == 0 or pairs.n_genuine == 0:
         raise ValueError("train_siamese: the training pairs contain no genuine pair; nothing to learn from")
     rng = np.random.default_rng(cfg.seed)
+    gen = torch.Generator().manual_seed(int(cfg.seed))
     opt = optimizer or torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
+    aug = AugmentSpec() if cfg.augment else AugmentSpec(0, 0, 0, 0, 0, 0, 0)
+    if cfg.sampler == "pk":
+        used, labels = identities_from_pairs(pairs)
+        per_epoch = max(1, math.ceil(len(used) / (cfg.p * cfg.k)))
+    else:
+        per_epoch = None
     encoder.train()
     history = []
+    sched = None
     for epoch in range(cfg.epochs):
-        sample = _cap(sample_epoch_pairs(pairs, n_impostor_per_genuine=cfg.impostor_ratio, rng=rng),
-                      cfg.max_pairs_per_epoch, rng)
-        order = rng.permutation(len(sample))
-        a = torch.from_numpy(sample.a[order].astype(np.int64))
-        b = torch.from_numpy(sample.b[order].astype(np.int64))
-        y = torch.from_numpy(sample.label[order].astype(np.float32))
-        total, steps = 0.0, 0
-        bar = tqdm(range(0, len(order), cfg.batch_size), desc=f"{desc} epoch {epoch + 1}/{cfg.epochs}",
-                   disable=not progress, leave=False, unit="batch")
-        for start in bar:
-            sl = slice(start, start + cfg.batch_size)
-            e1, e2 = encoder(images[a[sl]]), encoder(images[b[sl]])
-            loss = contrastive_loss(e1, e2, y[sl], margin=cfg.margin)
+        t0 = time.perf_counter()
+        if cfg.sampler == "pk":
+            steps_idx = [used[b] for b in pk_batches(labels, cfg.p, cfg.k, per_epoch, rng)]
+            step_labels = [labels[np.searchsorted(used, b)] for b in steps_idx]
+        else:
+            sample = _cap(sample_epoch_pairs(pairs, n_impostor_per_genuine=cfg.impostor_ratio, rng=rng),
+                          cfg.max_pairs_per_epoch, rng)
+            order = rng.permutation(len(sample))
+            a, b, y = sample.a[order], sample.b[order], sample.label[order].astype(np.float32)
+            steps_idx = [slice(s, s + cfg.batch_size) for s in range(0, len(order), cfg.batch_size)]
+        if sched is None:
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg, cfg.epochs * len(steps_idx)))
+        total, steps, scored, genuine = 0.0, 0, 0, 0
+        bar = tqdm(range(len(steps_idx)), desc=f"{desc} epoch {epoch + 1}/{cfg.epochs}", disable=not progress,
+                   leave=False, unit="batch")
+        for s in bar:
+            if cfg.sampler == "pk":
+                idx, lab = steps_idx[s], torch.from_numpy(step_labels[s])
+                x = augment(images[torch.from_numpy(idx)], aug, gen)
+                loss = batch_contrastive_loss(encoder(x), lab, margin=cfg.margin, balance=cfg.balance)
+                n = len(idx)
+                g = int(np.sum(np.bincount(step_labels[s]) * (np.bincount(step_labels[s]) - 1) // 2))
+                scored, genuine = scored + n * (n - 1) // 2, genuine + g
+            else:
+                sl = steps_idx[s]
+                ia, ib = torch.from_numpy(a[sl].astype(np.int64)), torch.from_numpy(b[sl].astype(np.int64))
+                e1 = encoder(augment(images[ia], aug, gen))
+                e2 = encoder(augment(images[ib], aug, gen))
+                loss = contrastive_loss(e1, e2, torch.from_numpy(y[sl]), margin=cfg.margin)
+                scored, genuine = scored + len(ia), genuine + int(y[sl].sum())
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            sched.step()
             total += float(loss.detach())
             steps += 1
             bar.set_postfix(loss=f"{total / steps:.4f}")
-        history.append({"epoch": epoch + 1, "loss": total / max(steps, 1), "pairs": len(sample),
-                        "genuine": int(sample.n_genuine)})
+        history.append({"epoch": epoch + 1, "loss": total / max(steps, 1), "pairs": scored, "genuine": genuine,
+                        "seconds": time.perf_counter() - t0})
     return history
 
 

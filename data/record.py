@@ -11,6 +11,10 @@ ENDING = 1
 BIFURCATION = 3
 
 
+#: The usual fingerprint sensor resolution (dots per inch); synthetic masters are drawn at it.
+STANDARD_DPI = 500.0
+
+
 def empty_minutiae() -> np.ndarray:
     """An empty minutiae table: float64 array of shape (0, 4)."""
     return np.zeros((0, 4), dtype=np.float64)
@@ -76,6 +80,10 @@ class FingerprintRecord:
         alteration *of* impression ``impression`` of ``identity``, not an independent impression.
     ground_truth : GroundTruth or None
         Generator ground truth (synthetic data only).
+    dpi : float or None
+        Resolution of ``image`` in dots per inch (loaders set their layout's default or the user's override;
+        synthetic profiles: 500 x scale). None: unknown (the input pipeline then takes the image as already at
+        its working resolution).
     """
 
     identity: str
@@ -85,6 +93,7 @@ class FingerprintRecord:
     source: str | None = None
     alteration: str | None = None
     ground_truth: GroundTruth | None = None
+    dpi: float | None = None
 
     def __post_init__(self) -> None:
         img = self.image
@@ -92,6 +101,9 @@ class FingerprintRecord:
             where = self.source or f"{self.identity}/{self.impression}"
             got = f"{getattr(img, 'dtype', type(img).__name__)} {getattr(img, 'shape', '')}"
             raise ValueError(f"{where}: expected a non-empty 2-D uint8 grayscale image, got {got}")
+        if self.dpi is not None and not (isinstance(self.dpi, int | float) and 50 <= float(self.dpi) <= 2000):
+            where = self.source or f"{self.identity}/{self.impression}"
+            raise ValueError(f"{where}: dpi: expected a resolution in [50, 2000] dots per inch, got {self.dpi!r}")
 
     @property
     def key(self) -> str:

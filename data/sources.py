@@ -31,14 +31,15 @@ def synth_cache_dir(source) -> Path:
 
 def load_source(source, *, progress: bool = True, workers: int | None = None) -> list[FingerprintRecord]:
     """Records of one ``data.sources`` entry (see :class:`fedprint_config.SourceSection`)."""
+    dpi = getattr(source, "dpi", None)
     if source.kind == "dataset":
-        return load_dataset(source.layout, source.root, skip_bad=source.skip_bad)
+        return load_dataset(source.layout, source.root, skip_bad=source.skip_bad, dpi=dpi)
     from data.synth.generate import generate_dataset
 
     out = synth_cache_dir(source)
     generate_dataset(source.profile, fingers=source.fingers, impressions=source.impressions, seed=source.seed,
                      out=out, workers=workers, progress=progress)
-    return load_dataset("generic", out)
+    return load_dataset("generic", out, dpi=dpi)
 
 
 def load_records(sources: Sequence, *, progress: bool = True, workers: int | None = None

@@ -31,6 +31,7 @@ from typing import Any, get_args, get_origin, get_type_hints
 
 from fedprint_config.federation import FederationConfig
 from fedprint_config.train import TrainConfig
+from models.preprocess import InputSpec
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,12 @@ class SourceSection:
 
     ``kind = "synth"`` uses ``profile``, ``fingers``, ``impressions`` and ``seed`` (generated once into
     ``cache``, then reused); ``kind = "dataset"`` uses ``layout`` (see ``data.datasets.LAYOUTS``) and ``root``.
+    ``dpi``: resolution of the images (default: the layout's, ``data.datasets.LAYOUT_DPI``, or the synthetic
+    profile's).
     """
 
     kind: str = "synth"
+    dpi: float | None = None
     profile: str = "casia"
     fingers: int = 100
     impressions: int = 8
@@ -107,11 +111,31 @@ class PartitionSection:
 
 @dataclass(frozen=True)
 class ModelSection:
-    """``[model]``: encoder architecture and the fixed input size (images are resized with padding)."""
+    """``[model]``: encoder architecture and the network input (see :mod:`models.preprocess`).
+
+    ``input_size``: side S of the square input in pixels at the working resolution ``input_dpi`` (default
+    128 px at 250 dpi, i.e. 13 mm of skin); ``crop``: ``"print"`` (default: resample every image to
+    ``input_dpi`` and crop on the print) or ``"full"`` (legacy: the whole image shrunk to S — ridges alias away).
+    """
 
     encoder: str = "compact"
     embedding_dim: int = 128
     input_size: int = 128
+    input_dpi: float = 250.0
+    crop: str = "print"
+
+    def __post_init__(self) -> None:
+        if self.crop not in ("print", "full"):
+            raise ValueError(f"model.crop: expected 'print' or 'full', got {self.crop!r}")
+        if not 50 <= self.input_dpi <= 2000:
+            raise ValueError(f"model.input_dpi: expected a resolution in [50, 2000] dots per inch, got "
+                             f"{self.input_dpi}")
+        if self.input_size < 8:
+            raise ValueError(f"model.input_size: expected an integer >= 8 (pixels), got {self.input_size}")
+
+    def input_spec(self, size: int | None = None) -> InputSpec:
+        """The network input pipeline of these settings (``size`` overrides ``input_size``)."""
+        return InputSpec(size=int(size or self.input_size), crop=self.crop, dpi=float(self.input_dpi))
 
 
 @dataclass(frozen=True)
@@ -188,6 +212,11 @@ class ExperimentConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def data_summary(self) -> dict[str, Any]:
+        """What this experiment trains on (sources without cache paths, protocol, partition), for model files."""
+        sources = [{k: v for k, v in dataclasses.asdict(s).items() if k != "cache"} for s in self.data.sources]
+        return {"sources": sources, "protocol": self.data.protocol, "partition": self.partition.mode}
 
 
 def _coerce(value: Any, hint: Any, where: str) -> Any:

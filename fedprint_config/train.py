@@ -4,31 +4,56 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+SAMPLERS = ("pk", "pairs")
+SCHEDULES = ("cosine", "constant")
+
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Hyper-parameters of local training (defaults: seed 003 Sec. 5.2, except epochs which the run sets).
+    """Hyper-parameters of local training (seed 003 Sec. 5.2 where it gives them; the recipe is FedPrint's).
 
     Attributes
     ----------
     epochs : int
-        Local epochs E (one epoch = one pass over that epoch's pair sample).
+        Local epochs E. ``sampler = "pk"``: one epoch = as many P x K batches as it takes to show every training
+        image once on average; ``"pairs"``: one pass over that epoch's balanced pair sample.
     lr : float
-        Adam learning rate (3e-4).
+        Adam learning rate (default 1e-3; seed 003 uses 3e-4 with one pair per step).
+    sampler : str
+        ``"pk"`` (default): identity-balanced batches of P fingers x K impressions, Eq. 1 over every pair in
+        the batch (:func:`models.loss.batch_contrastive_loss`); ``"pairs"``: seed 003's one pair per two
+        forward passes (batches of ``batch_size`` pairs).
+    p, k : int
+        Fingers per batch and impressions per finger (defaults 16 and 4) of the ``"pk"`` sampler.
+    augment : bool
+        Random placement, plastic distortion, contrast/dryness and partial-contact augmentation of every training
+        batch (:mod:`models.augment`; default True).
+    schedule : str
+        ``"cosine"`` (default: linear warm-up over the first 5 % of steps, cosine decay to 5 % of ``lr`` over
+        one call of the trainer, i.e. one federated round) or ``"constant"``.
+    balance : bool
+        Average the genuine and impostor terms of Eq. 1 with equal weight (default True; see
+        :func:`models.loss.batch_contrastive_loss`).
     batch_size : int
-        Pairs per optimisation step (32).
+        Pairs per optimisation step of the ``"pairs"`` sampler (32).
     margin : float
         Contrastive margin m of Eq. 1 (embeddings are unit-norm, so distances lie in [0, 2]).
     impostor_ratio : float
-        Impostor pairs drawn per genuine pair in each epoch's sample.
+        ``"pairs"``: impostor pairs drawn per genuine pair in each epoch's sample.
     max_pairs_per_epoch : int or None
-        Cap on the pairs of one epoch (None: no cap), to bound epoch time on big clients.
+        ``"pairs"``: cap on the pairs of one epoch (None: no cap), to bound epoch time on big clients.
     seed : int
-        Seed of pair sampling and batch order.
+        Seed of sampling, batch order and augmentation.
     """
 
     epochs: int = 5
-    lr: float = 3e-4
+    lr: float = 1e-3
+    sampler: str = "pk"
+    p: int = 16
+    k: int = 4
+    augment: bool = True
+    schedule: str = "cosine"
+    balance: bool = True
     batch_size: int = 32
     margin: float = 1.0
     impostor_ratio: float = 1.0
@@ -39,6 +64,10 @@ class TrainConfig:
         checks = {
             "epochs": self.epochs >= 1,
             "lr": self.lr > 0,
+            "sampler": self.sampler in SAMPLERS,
+            "p": self.p >= 2,
+            "k": self.k >= 2,
+            "schedule": self.schedule in SCHEDULES,
             "batch_size": self.batch_size >= 1,
             "margin": self.margin > 0,
             "impostor_ratio": self.impostor_ratio > 0,
@@ -46,4 +75,5 @@ class TrainConfig:
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
-            raise ValueError(f"TrainConfig: invalid value for {', '.join(bad)}: {asdict(self)}")
+            raise ValueError(f"train: invalid value for {', '.join(bad)} (sampler one of {SAMPLERS}, schedule one "
+                             f"of {SCHEDULES}, p and k >= 2, positive numbers elsewhere): {asdict(self)}")

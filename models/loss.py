@@ -105,3 +105,51 @@ def match(d: torch.Tensor | np.ndarray, threshold: float) -> torch.Tensor | np.n
     if isinstance(d, torch.Tensor):
         return d <= threshold
     return np.asarray(d) <= threshold
+
+
+def batch_contrastive_loss(emb: torch.Tensor, labels: torch.Tensor, margin: float = 1.0,
+                           balance: bool = True) -> torch.Tensor:
+    """Eq. 1 over ALL pairs of a batch of embeddings: every image is embedded once and paired with every other.
+
+    A P x K batch (P fingers, K impressions each) gives P·K(K−1)/2 genuine and K²·P(P−1)/2 impostor pairs from
+    P·K forward passes, instead of one pair per two forward passes.
+
+    Parameters
+    ----------
+    emb : Tensor, shape (N, d)
+        Unit-norm embeddings (N >= 2).
+    labels : Tensor of int, shape (N,)
+        Finger identity of each embedding; pairs with equal labels are genuine (y = 1).
+    margin : float
+        Margin m of Eq. 1 (default 1.0).
+    balance : bool
+        True (default): the mean of the genuine-pair term and the mean of the impostor-pair term are averaged
+        with equal weight (impostor pairs outnumber genuine ones ~(P−1)K/(K−1) to 1 and would otherwise drown
+        them); False: the plain mean of Eq. 1 over all pairs.
+
+    Returns
+    -------
+    Tensor
+        Scalar loss.
+    """
+    if margin <= 0:
+        raise ValueError(f"batch_contrastive_loss: margin must be > 0, got {margin}")
+    if emb.ndim != 2 or emb.shape[0] < 2:
+        raise ValueError(f"batch_contrastive_loss: emb must have shape (N >= 2, d), got {tuple(emb.shape)}")
+    labels = torch.as_tensor(labels)
+    if labels.shape != (emb.shape[0],):
+        raise ValueError(f"batch_contrastive_loss: labels must have shape ({emb.shape[0]},), got "
+                         f"{tuple(labels.shape)}")
+    i, j = torch.triu_indices(emb.shape[0], emb.shape[0], offset=1)
+    # ||a − b|| for unit vectors, sqrt(2 − 2 a·b), clamped away from 0 so the gradient stays finite.
+    sim = (emb[i] * emb[j]).sum(dim=1)
+    d = torch.sqrt(torch.clamp(2.0 - 2.0 * sim, min=1e-12))
+    y = (labels[i] == labels[j]).to(d.dtype)
+    gen = y * d.pow(2)
+    imp = (1 - y) * torch.clamp(margin - d, min=0).pow(2)
+    if not balance:
+        return (gen + imp).mean()
+    n_gen, n_imp = y.sum(), (1 - y).sum()
+    g_term = gen.sum() / n_gen if n_gen > 0 else d.new_zeros(())
+    i_term = imp.sum() / n_imp if n_imp > 0 else d.new_zeros(())
+    return 0.5 * (g_term + i_term) if (n_gen > 0 and n_imp > 0) else g_term + i_term

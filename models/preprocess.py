@@ -1,23 +1,24 @@
-"""Fixed-size network input from fingerprint images of any size: resize, pad to a square, normalise.
+"""Fixed-size network input from fingerprint images of any size and resolution.
 
 Loaders never resize (``data.record``); this module is the one explicit, recorded place where images become
 the (N, 1, S, S) float32 tensors the Siamese encoder consumes. :func:`describe` returns every choice made here
-so a run directory records exactly how its inputs were built.
+so a run directory (and a model file) records exactly how its inputs were built.
 
-Choices (fixed, documented, recorded by :func:`describe`):
+Two pipelines (``InputSpec.crop``):
 
-* **Resize** so the longer side becomes ``S`` (aspect ratio kept) with ``cv2.INTER_AREA`` when shrinking (the
-  common case: 300-800 px scans down to 128 px; area averaging avoids aliasing the ridge pattern) and
-  ``cv2.INTER_LINEAR`` when enlarging (``INTER_AREA`` degenerates to nearest-neighbour there).
-* **Pad** the shorter side symmetrically (the odd pixel goes to the bottom/right) with a constant: the *median
-  of the resized image's one-pixel border*. Fingerprint scans have a light background at the border, but not
-  always white 255 (SOCOFing backgrounds are grey, synthetic or FP-DFSN-processed images differ again), so the
-  border median matches the image's own background instead of drawing an artificial frame the network could
-  key on.
-* **Normalise** each image to zero mean and unit variance over all its S x S pixels (padding included), the
-  default ``"standardize"``: it removes sensor gain/offset differences between domains and the rescaling that
-  FP-DFSN (seed 003 Eq. 10) applies. A constant image (variance 0) maps to all zeros. ``"unit_range"`` instead
-  maps the fixed byte range linearly, x / 127.5 - 1, to [-1, 1].
+* ``"print"`` (what experiments use; :func:`prepare`): **resample** each image from its own resolution
+  (``dpi`` of its record: every loader and synthetic profile states it) to the working resolution
+  ``InputSpec.dpi`` (default 250 dpi: a 500-dpi ridge period of ~9 px becomes ~4.5 px, still resolved;
+  ``cv2.INTER_AREA`` when shrinking, ``INTER_CUBIC`` when enlarging), **segment** the print
+  (:func:`models.ridges.segment_print`), **crop** an S x S window centred on the print's centroid (padding with
+  the image's border median where the window leaves the image), then normalise. The network sees ridges at a
+  known scale, never the empty frame. An image whose dpi is unknown (None) is taken as already at working
+  resolution.
+* ``"full"`` (legacy; attacks' comparison models and toy tests): resize the whole image so its longer side is S
+  (aspect kept, border-median padding) — ridges alias away on large frames, so experiments do not use it.
+
+**Normalise** each input to zero mean and unit variance over its S x S pixels (``"standardize"``, default; a
+constant image maps to zeros) or map the byte range linearly to [-1, 1] (``"unit_range"``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ import cv2
 import numpy as np
 import torch
 
+from models.ridges import segment_print
+
 NORMALIZATIONS = ("standardize", "unit_range")
+CROPS = ("print", "full")
 #: Standard deviations below this (in grey levels) count as a constant image in ``"standardize"``.
 _STD_FLOOR = 1e-6
 
@@ -43,15 +47,22 @@ class InputSpec:
     size : int
         Side S of the square input, in pixels (default 128). At least 8.
     keep_aspect : bool
-        True (default): resize the longer side to S and pad the shorter one (see module docstring).
+        ``crop = "full"`` only. True (default): resize the longer side to S and pad the shorter one.
         False: resize straight to S x S, distorting the aspect ratio.
     normalization : str
         ``"standardize"`` (default; per-image zero mean, unit variance) or ``"unit_range"`` (x / 127.5 - 1).
+    crop : str
+        ``"full"`` (default, legacy whole-image resize) or ``"print"`` (resample to ``dpi``, crop on the print;
+        what experiments use — see the module docstring).
+    dpi : float
+        ``crop = "print"`` only: working resolution in dots per inch (default 250).
     """
 
     size: int = 128
     keep_aspect: bool = True
     normalization: str = "standardize"
+    crop: str = "full"
+    dpi: float = 250.0
 
     def __post_init__(self) -> None:
         if isinstance(self.size, bool) or not isinstance(self.size, int | np.integer) or self.size < 8:
@@ -59,26 +70,40 @@ class InputSpec:
         if self.normalization not in NORMALIZATIONS:
             raise ValueError(f"InputSpec.normalization: expected one of {NORMALIZATIONS}, "
                              f"got {self.normalization!r}")
+        if self.crop not in CROPS:
+            raise ValueError(f"InputSpec.crop: expected one of {CROPS}, got {self.crop!r}")
+        if not (isinstance(self.dpi, int | float) and 50 <= float(self.dpi) <= 2000):
+            raise ValueError(f"InputSpec.dpi: expected a resolution in [50, 2000] dots per inch, got {self.dpi!r}")
+
+    @classmethod
+    def from_description(cls, d: dict) -> InputSpec:
+        """The spec recorded by :func:`describe` (run directories, model files)."""
+        return cls(size=int(d["size"]), keep_aspect=bool(d.get("keep_aspect", True)),
+                   normalization=str(d.get("normalization", "standardize")), crop=str(d.get("crop", "full")),
+                   dpi=float(d.get("dpi", 250.0)))
 
 
 def describe(spec: InputSpec) -> dict:
     """Everything about the input pipeline a run must record to be reproducible (JSON-serialisable)."""
-    pad = ("constant value = median of the resized image's 1-px border; centred (odd pixel bottom/right)"
-           if spec.keep_aspect else "none (aspect ratio not kept)")
     norm = {"standardize": "per image (x - mean) / std over all S*S pixels incl. padding; std<1e-6 -> zeros",
             "unit_range": "x / 127.5 - 1 (uint8 [0, 255] -> [-1, 1])"}[spec.normalization]
-    return {
-        "size": int(spec.size),
-        "keep_aspect": bool(spec.keep_aspect),
-        "resize": "longer side -> size" if spec.keep_aspect else "both sides -> size",
-        "interpolation_shrink": "cv2.INTER_AREA",
-        "interpolation_enlarge": "cv2.INTER_LINEAR",
-        "pad": pad,
-        "normalization": spec.normalization,
-        "normalization_formula": norm,
-        "input_dtype": "uint8, 2-D (H, W)",
-        "output": f"torch.float32, shape (N, 1, {spec.size}, {spec.size})",
-    }
+    common = {"size": int(spec.size), "crop": spec.crop, "normalization": spec.normalization,
+              "normalization_formula": norm, "input_dtype": "uint8, 2-D (H, W), with its dpi",
+              "output": f"torch.float32, shape (N, 1, {spec.size}, {spec.size})"}
+    if spec.crop == "print":
+        return {**common, "dpi": float(spec.dpi), "keep_aspect": True,
+                "resample": f"to {spec.dpi:g} dpi (factor dpi_work / dpi_image; unknown dpi: no resampling); "
+                            "cv2.INTER_AREA shrinking, cv2.INTER_CUBIC enlarging",
+                "segmentation": "models.ridges.segment_print (local std over 15 px, Otsu, open/close, largest "
+                                "component)",
+                "crop_window": "S x S centred on the foreground centroid (image centre if no foreground), "
+                               "kept inside the image when it is larger than S",
+                "pad": "constant value = median of the resampled image's 1-px border"}
+    pad = ("constant value = median of the resized image's 1-px border; centred (odd pixel bottom/right)"
+           if spec.keep_aspect else "none (aspect ratio not kept)")
+    return {**common, "keep_aspect": bool(spec.keep_aspect),
+            "resize": "longer side -> size" if spec.keep_aspect else "both sides -> size",
+            "interpolation_shrink": "cv2.INTER_AREA", "interpolation_enlarge": "cv2.INTER_LINEAR", "pad": pad}
 
 
 def _check_image(img: np.ndarray, i: int) -> None:
@@ -111,7 +136,64 @@ def _square(img: np.ndarray, spec: InputSpec) -> np.ndarray:
     return cv2.copyMakeBorder(r, top, s - nh - top, left, s - nw - left, cv2.BORDER_CONSTANT, value=value)
 
 
-def to_tensor_batch(images: Sequence[np.ndarray], spec: InputSpec | None = None) -> torch.Tensor:
+def _border_median(img: np.ndarray) -> int:
+    return int(np.median(np.concatenate([img[0], img[-1], img[:, 0], img[:, -1]])))
+
+
+def prepare(image: np.ndarray, spec: InputSpec, dpi: float | None = None) -> np.ndarray:
+    """One uint8 image at resolution ``dpi`` -> the uint8 (S, S) crop the network sees (before normalisation).
+
+    ``crop = "print"``: resample to ``spec.dpi``, segment, crop S x S on the print (see module docstring).
+    ``crop = "full"``: the legacy whole-image resize (``dpi`` is ignored).
+    """
+    _check_image(image, 0)
+    if spec.crop == "full":
+        return _square(image, spec)
+    s = int(spec.size)
+    img = image
+    if dpi is not None:
+        if not (isinstance(dpi, int | float | np.floating) and 50 <= float(dpi) <= 2000):
+            raise ValueError(f"dpi: expected a resolution in [50, 2000] dots per inch, got {dpi!r}")
+        f = float(spec.dpi) / float(dpi)
+        if abs(f - 1.0) > 1e-3:
+            h, w = image.shape
+            size = (max(1, round(w * f)), max(1, round(h * f)))
+            img = cv2.resize(image, size, interpolation=cv2.INTER_AREA if f < 1 else cv2.INTER_CUBIC)
+    h, w = img.shape
+    mask = segment_print(img)
+    if mask.any():
+        ys, xs = np.nonzero(mask)
+        cy, cx = float(ys.mean()), float(xs.mean())
+    else:
+        cy, cx = (h - 1) / 2.0, (w - 1) / 2.0
+    # Window top-left, kept inside the image along each axis where the image is large enough.
+    y0 = int(round(cy - s / 2.0))
+    x0 = int(round(cx - s / 2.0))
+    y0 = min(max(y0, 0), h - s) if h >= s else (h - s) // 2
+    x0 = min(max(x0, 0), w - s) if w >= s else (w - s) // 2
+    pad = _border_median(img)
+    out = np.full((s, s), pad, np.uint8)
+    sy0, sx0 = max(y0, 0), max(x0, 0)
+    sy1, sx1 = min(y0 + s, h), min(x0 + s, w)
+    out[sy0 - y0:sy1 - y0, sx0 - x0:sx1 - x0] = img[sy0:sy1, sx0:sx1]
+    return out
+
+
+def normalize(crops: np.ndarray, spec: InputSpec) -> torch.Tensor:
+    """uint8 (N, S, S) crops -> float32 (N, 1, S, S) network input (``spec.normalization``)."""
+    batch = np.asarray(crops).astype(np.float32)
+    if spec.normalization == "standardize":
+        mean = batch.mean(axis=(1, 2), keepdims=True)
+        std = batch.std(axis=(1, 2), keepdims=True)
+        scaled = (batch - mean) / np.maximum(std, _STD_FLOOR)
+        batch = np.where(std > _STD_FLOOR, scaled, 0.0).astype(np.float32)
+    else:
+        batch = batch / np.float32(127.5) - np.float32(1.0)
+    return torch.from_numpy(np.ascontiguousarray(batch[:, None]))
+
+
+def to_tensor_batch(images: Sequence[np.ndarray], spec: InputSpec | None = None,
+                    dpi: float | Sequence[float | None] | None = None) -> torch.Tensor:
     """Preprocess a list of grayscale images into one network input batch.
 
     Parameters
@@ -119,7 +201,10 @@ def to_tensor_batch(images: Sequence[np.ndarray], spec: InputSpec | None = None)
     images : sequence of ndarray, uint8, shape (H_i, W_i)
         Grayscale fingerprint images; sizes may differ between images.
     spec : InputSpec, optional
-        Input specification (default ``InputSpec()``: 128 px, aspect kept, per-image standardisation).
+        Input specification (default ``InputSpec()``: 128 px, whole image, per-image standardisation).
+    dpi : float or sequence of float, optional
+        Resolution of the images (one value, or one per image; None = already at working resolution). Used
+        by ``crop = "print"`` only.
 
     Returns
     -------
@@ -135,13 +220,8 @@ def to_tensor_batch(images: Sequence[np.ndarray], spec: InputSpec | None = None)
         raise ValueError("images: expected at least one image, got an empty sequence")
     for i, img in enumerate(images):
         _check_image(img, i)
-    # Resizing is per image (sizes differ); everything after it works on the stacked batch.
-    batch = np.stack([_square(img, spec) for img in images]).astype(np.float32)
-    if spec.normalization == "standardize":
-        mean = batch.mean(axis=(1, 2), keepdims=True)
-        std = batch.std(axis=(1, 2), keepdims=True)
-        scaled = (batch - mean) / np.maximum(std, _STD_FLOOR)
-        batch = np.where(std > _STD_FLOOR, scaled, 0.0).astype(np.float32)
-    else:
-        batch = batch / np.float32(127.5) - np.float32(1.0)
-    return torch.from_numpy(np.ascontiguousarray(batch[:, None]))
+    dpis = list(dpi) if isinstance(dpi, list | tuple | np.ndarray) else [dpi] * len(images)
+    if len(dpis) != len(images):
+        raise ValueError(f"dpi: expected one value or {len(images)} values, got {len(dpis)}")
+    # Resampling and cropping are per image (sizes differ); normalisation works on the stacked batch.
+    return normalize(np.stack([prepare(img, spec, d) for img, d in zip(images, dpis, strict=True)]), spec)

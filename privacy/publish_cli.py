@@ -12,7 +12,7 @@ and only then are the files moved into place.
 ``fedprint publish-eval``: the usability benchmark of :mod:`privacy.publish_eval` on synthetic impressions::
 
     fedprint publish-eval --profile casia --fingers 6 --impressions 2 --epsilons 0.5,2,8 \\
-        [--mechanisms all] [--checkpoint RUN/checkpoint_centralized.pt] [--classical] --out DIR
+        [--mechanisms all] [--checkpoint RUN/model_centralized.pt] [--classical] --out DIR
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--mechanisms", default="all", help="comma-separated mechanism names, or 'all' (default)")
     e.add_argument("--variants", default="paper,sound", help="comma-separated variants (default paper,sound)")
     e.add_argument("--epsilons", default="0.5,2,8", help="comma-separated ε grid (default 0.5,2,8)")
-    e.add_argument("--checkpoint", type=Path, help="checkpoint_*.pt of a `fedprint train` run (Siamese EER)")
+    e.add_argument("--checkpoint", type=Path,
+                   help="a FedPrint model file, e.g. model_centralized.pt of a `fedprint train` run (Siamese EER)")
     e.add_argument("--classical", action="store_true", help="also run the classical afis matcher (slow)")
     e.add_argument("--seed", type=int, default=0, help="seed of the synthetic data and the mechanisms' noise")
     e.add_argument("--out", type=Path, required=True, help="output directory")

@@ -67,35 +67,22 @@ def split_gallery_probes(records: Sequence[FingerprintRecord], n_images: int | N
 
 
 class SiameseScorer:
-    """Embedding distances of a ``fedprint train`` checkpoint (``checkpoint_<model>.pt``)."""
+    """Embedding distances of a FedPrint model file (``model_<method>.pt``, :mod:`models.model_file`)."""
 
     def __init__(self, checkpoint: str | Path) -> None:
-        import torch
+        from models.model_file import load_model
 
-        from models.preprocess import InputSpec
-        from models.siamese import build_encoder
+        self.model = load_model(checkpoint)
 
-        path = Path(checkpoint)
-        if not path.is_file():
-            raise FileNotFoundError(f"checkpoint: {path} does not exist")
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-        missing = {"state_dict", "encoder", "embedding_dim", "input_pipeline"} - set(ckpt)
-        if missing:
-            raise ValueError(f"checkpoint {path}: not a `fedprint train` checkpoint, missing {sorted(missing)}")
-        self.encoder = build_encoder(ckpt["encoder"], int(ckpt["embedding_dim"]))
-        self.encoder.load_state_dict(ckpt["state_dict"])
-        self.encoder.eval()
-        ip = ckpt["input_pipeline"]
-        self.spec = InputSpec(size=int(ip["size"]), keep_aspect=bool(ip["keep_aspect"]),
-                              normalization=str(ip["normalization"]))
-
-    def embed(self, images: Sequence[np.ndarray]) -> np.ndarray:
+    def embed(self, images: Sequence[np.ndarray], dpi: Sequence[float | None] | float | None = None) -> np.ndarray:
+        """Embeddings of images at resolution ``dpi`` (one value or one per image; None: working resolution)."""
         import torch
 
         from models.preprocess import to_tensor_batch
 
         with torch.no_grad():
-            return self.encoder(to_tensor_batch(list(images), self.spec)).double().numpy()
+            x = to_tensor_batch(list(images), self.model.spec, dpi)
+            return self.model.encoder(x).double().numpy()
 
 
 def _pair_labels(probe_ids: Sequence[str], gallery_ids: Sequence[str]) -> np.ndarray:
@@ -187,7 +174,7 @@ def publish_eval(
     orig_minutiae = [extract_minutiae(p.image) for p in probes]
 
     scorer = SiameseScorer(checkpoint) if checkpoint is not None else None
-    gallery_emb = scorer.embed([g.image for g in gallery]) if scorer else None
+    gallery_emb = scorer.embed([g.image for g in gallery], [g.dpi for g in gallery]) if scorer else None
     classical_ctx = _ClassicalMatcher(gallery, progress) if classical else None
 
     def verification(images: list[np.ndarray | None]) -> tuple[object, object]:
@@ -198,7 +185,7 @@ def publish_eval(
         lab = labels[keep]
         e_s: object = NOT_RUN
         if scorer is not None:
-            emb = scorer.embed([images[i] for i in keep])
+            emb = scorer.embed([images[i] for i in keep], [probes[i].dpi for i in keep])
             d = np.linalg.norm(emb[:, None, :] - gallery_emb[None, :, :], axis=2)
             e_s = _eer_or_nan(d, lab, higher_is_genuine=False)
         e_c: object = NOT_RUN

@@ -33,10 +33,11 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg, FedProx
 
-from data.atomic_io import write_csv, write_json
+from data.atomic_io import atomic_write_bytes, write_csv, write_json
 from fedprint_config import FederationConfig
 from fedprint_config.app import SERVER_DEFAULTS, experiment, settings
 from fedprint_config.provenance import provenance
+from models.model_file import model_bytes, weighted_threshold
 from models.siamese import new_encoder
 from server.affr import AFFR
 from server.checkpoint import load_checkpoint, save_checkpoint
@@ -246,7 +247,10 @@ def run_federation(grid: Grid, conf: Mapping[str, Any],
 
     rounds = list(past_rounds)
 
+    latest = {"arrays": arrays}
+
     def after_round(server_round: int, global_arrays: ArrayRecord) -> MetricRecord | None:
+        latest["arrays"] = global_arrays
         if server_round == 0:
             return None
         t = server_round + strategy.rec_offset
@@ -270,8 +274,32 @@ def run_federation(grid: Grid, conf: Mapping[str, Any],
     if remaining > 0:
         strategy.start(grid=grid, initial_arrays=arrays, num_rounds=remaining, timeout=timeout,
                        evaluate_fn=after_round)
-    write_final(run_dir, name, rounds)
+    final = write_final(run_dir, name, rounds)
+    if final["rounds"] >= total:
+        export_global_model(run_dir / "model.pt", latest["arrays"], cfg, rounds, method=name, final=final)
     return run_dir
+
+
+def export_global_model(path: Path, arrays: ArrayRecord, cfg: Any, rounds: list[dict[str, Any]], *, method: str,
+                        final: dict[str, Any]) -> Path:
+    """The final global model as a FedPrint model file (:mod:`models.model_file`).
+
+    Its threshold is the mean of the clients' own validation thresholds from the last round's evaluation,
+    weighted by their validation pairs (:func:`models.model_file.weighted_threshold`): the server holds no data.
+    """
+    net = new_encoder(cfg.model.encoder, cfg.model.embedding_dim, cfg.run.seed)
+    net.load_state_dict(arrays.to_torch_state_dict())
+    rows = [r for r in (rounds[-1]["clients"] if rounds else []) if r.get("eval_status") == "ok"]
+    threshold = weighted_threshold([r.get("threshold", float("nan")) for r in rows],
+                                   [r.get("val-pairs", 0) for r in rows])
+    spec = cfg.model.input_spec()
+    data = model_bytes(net, encoder_name=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim, spec=spec,
+                       threshold=threshold, method=method, metrics={"test": final["clients"]},
+                       threshold_source=f"mean of {len(rows)} clients' validation thresholds weighted by their "
+                                        "validation pairs" if threshold is not None else "no client reported one",
+                       data={**cfg.data_summary(), "clients": [r["client"] for r in rows]},
+                       provenance=provenance())
+    return atomic_write_bytes(path, data)
 
 
 def _write_logs(run_dir: Path, rounds: list[dict[str, Any]]) -> None:

@@ -14,16 +14,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from client.evaluation import evaluate_on_pairs
 from client.experiment_data import build_clients
 from client.local_data import ClientData
+from client.model_export import export_model
 from data.atomic_io import write_csv, write_json, write_text
 from data.pairs import PairSet
 from fedprint_config import ExperimentConfig
+from fedprint_config.provenance import provenance
 from models.metrics import plot_roc, write_roc_csv
-from models.preprocess import InputSpec, describe
+from models.preprocess import describe
 from server.baselines import evaluate_clients, train_centralized, train_local
 from server.rundir import markdown_table, new_run_dir, report_provenance
 
@@ -75,7 +76,7 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
         raise ValueError(f"mode: expected one of {MODES}, got {mode!r}")
     run_dir = out or new_run_dir(cfg.run.out, f"{cfg.run.name}-{mode}")
     run_dir.mkdir(parents=True, exist_ok=True)
-    spec = InputSpec(size=cfg.model.input_size)
+    spec = cfg.model.input_spec()
     write_json(run_dir / "config.json", {"mode": mode, **cfg.to_dict(), "input_pipeline": describe(spec)})
     t0 = time.perf_counter()
     clients = build_clients(cfg, progress=progress)
@@ -102,9 +103,9 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
             label = f"{name} on {c.name}" if len(evaluated) > 1 else name
             curves[label] = (test_d, c.test_pairs.label)
             write_roc_csv(run_dir / f"roc_{name}_{c.name}.csv".replace(":", "_"), test_d, c.test_pairs.label)
-        torch.save({"state_dict": net.state_dict(), "encoder": cfg.model.encoder,
-                    "embedding_dim": cfg.model.embedding_dim, "input_pipeline": describe(spec)},
-                   run_dir / f"checkpoint_{name}.pt".replace(":", "_"))
+        export_model(run_dir / f"model_{name}.pt".replace(":", "_"), net, cfg, spec, method=name,
+                     clients=evaluated, provenance=provenance(),
+                     metrics={"test": [r for r in rows if r["model"] == name]})
     comparison = []
     if classical_pairs > 0:
         for name, (net, evaluated, _) in models.items():

@@ -8,7 +8,8 @@ from fedprint_config import ExperimentConfig, load_config, parse_config
 def test_defaults_round_trip():
     cfg = parse_config({})
     assert cfg == ExperimentConfig()
-    assert cfg.train.lr == pytest.approx(3e-4) and cfg.train.batch_size == 32
+    assert cfg.train.lr == pytest.approx(1e-3) and cfg.train.sampler == "pk" and cfg.train.batch_size == 32
+    assert cfg.model.crop == "print" and cfg.model.input_dpi == 250.0
     assert cfg.data.protocol == "open"
 
 

@@ -114,7 +114,7 @@ def test_target_epsilon_calibrates_noise(client):
 def test_per_pair_gradients_are_clipped(client):
     """σ = 0 and a tiny C: every per-pair gradient exceeds C, and the summed update is at most |batch| · C."""
     clip = 1e-3
-    trainer = make_dp_trainer(_encoder(), client.images, client.train_pairs, TrainConfig(batch_size=8, seed=0),
+    trainer = make_dp_trainer(_encoder(), client.images, client.train_pairs, TrainConfig(batch_size=8, seed=0, lr=3e-4),
                               noise_multiplier=0.0, max_grad_norm=clip)
     seen = []
     inner = trainer.optimizer.original_optimizer
@@ -142,7 +142,7 @@ def test_per_pair_gradients_are_clipped(client):
 
 
 def test_empty_poisson_batch_is_a_noise_only_step(client):
-    trainer = make_dp_trainer(_encoder(), client.images, client.train_pairs, TrainConfig(batch_size=8, seed=0),
+    trainer = make_dp_trainer(_encoder(), client.images, client.train_pairs, TrainConfig(batch_size=8, seed=0, lr=3e-4),
                               noise_multiplier=1.0, max_grad_norm=1.0)
     before = [p.detach().clone() for p in trainer.encoder.parameters()]
     empty = torch.zeros(0, dtype=torch.int64)

@@ -97,8 +97,8 @@ def test_memorising_model_is_detected_and_untrained_model_is_not():
     train_idx = np.concatenate([g for g, m in zip(groups, member, strict=True) if m])
     torch.manual_seed(0)
     net = CompactEncoder(embedding_dim=16, width=8)
-    train_siamese(net, imgs, make_pairs(recs, train_idx, seed=0), TrainConfig(epochs=30, lr=3e-3, seed=0),
-                  progress=False)
+    memorise = TrainConfig(epochs=30, lr=3e-3, seed=0, sampler="pairs", augment=False, schedule="constant")
+    train_siamese(net, imgs, make_pairs(recs, train_idx, seed=0), memorise, progress=False)
     scores = mia.attack_scores(mia.model_statistics(net, imgs, groups))
     assert mia.mia_metrics(scores["yeom_distance"], member)["auc"] > 0.85
     assert mia.mia_metrics(scores["compactness"], member)["auc"] > 0.85

@@ -67,14 +67,15 @@ def test_cli_rejects_bad_epsilon_grid(tmp_path, capsys):
 
 def test_checkpoint_gives_siamese_eer(records, tmp_path):
     torch = pytest.importorskip("torch")
-    from models.preprocess import InputSpec, describe
+    from models.model_file import model_bytes
+    from models.preprocess import InputSpec
     from models.siamese import build_encoder
 
     torch.manual_seed(0)
     enc = build_encoder("compact", 16)
-    ckpt = tmp_path / "checkpoint_centralized.pt"
-    torch.save({"state_dict": enc.state_dict(), "encoder": "compact", "embedding_dim": 16,
-                "input_pipeline": describe(InputSpec(size=32))}, ckpt)
+    ckpt = tmp_path / "model_centralized.pt"
+    ckpt.write_bytes(model_bytes(enc, encoder_name="compact", embedding_dim=16, spec=InputSpec(size=32),
+                                 threshold=0.5))
     path = publish_eval(records, mechanisms=["fip"], variants=["sound"], epsilons=[8.0], checkpoint=ckpt,
                         out_dir=tmp_path / "out", progress=False)
     rows = _rows(path)

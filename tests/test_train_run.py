@@ -37,7 +37,7 @@ def test_train_writes_a_complete_run_dir(dataset_config, tmp_path, mode, capsys)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert len(metrics["per_client"]) == 2
     assert 0.0 <= metrics["average"]["eer"] <= 1.0
-    assert len(list(run_dir.glob("checkpoint_*.pt"))) == (1 if mode == "centralized" else 2)
+    assert len(list(run_dir.glob("model_*.pt"))) == (1 if mode == "centralized" else 2)
     assert "open-set" in (run_dir / "report.md").read_text()
     assert "report:" in capsys.readouterr().out
 

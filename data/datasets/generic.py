@@ -14,12 +14,13 @@ ground-truth entry without its image (reported against ``manifest.json``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 from data.datasets.imread import IMAGE_SUFFIXES
 from data.datasets.scan import DatasetError, Scan, image_files, is_image
-from data.record import FingerprintRecord, GroundTruth
+from data.record import STANDARD_DPI, FingerprintRecord, GroundTruth
 
 SYNTH_FORMAT = "fedprint-synth/1"
 MANIFEST = "manifest.json"
@@ -118,6 +119,9 @@ def load_generic(
 
     records = scan.finish(EXPECTED)
     if manifest:
+        scale = manifest["profile"].get("scale")
+        if isinstance(scale, int | float) and scale > 0:  # synthetic: masters at 500 dpi, resampled by scale
+            records = [dataclasses.replace(r, dpi=STANDARD_DPI * float(scale)) for r in records]
         orphans = sorted(set(truth) - used)
         if orphans:
             shown = ", ".join(orphans[:5]) + (" ..." if len(orphans) > 5 else "")

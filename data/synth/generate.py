@@ -43,7 +43,8 @@ def finger_records(profile: Profile, finger: int, impressions: int, seed: int) -
     out = []
     for i in range(impressions):
         image, gt = render_impression(master, profile, i, seed=seed)
-        out.append(FingerprintRecord(identity_name(finger), i, image, profile.domain, ground_truth=gt))
+        out.append(FingerprintRecord(identity_name(finger), i, image, profile.domain, ground_truth=gt,
+                                       dpi=profile.dpi))
     return out
 
 

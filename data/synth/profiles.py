@@ -13,6 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from data.record import STANDARD_DPI
 from data.synth.orientation import PATTERNS
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
@@ -60,6 +61,11 @@ class Profile:
     @property
     def domain(self) -> str:
         return f"synth:{self.name}"
+
+    @property
+    def dpi(self) -> float:
+        """Resolution of the output images: masters are drawn at 500 dpi and resampled by ``scale``."""
+        return STANDARD_DPI * float(self.scale)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -1,0 +1,61 @@
+"""Write a trained encoder as a FedPrint model file, with its threshold chosen on validation pairs.
+
+Every way FedPrint trains ends here (``fedprint train``, the baselines and federated methods of ``simulate`` /
+``demo``), so there is one model format (:mod:`models.model_file`). The decision threshold is the
+accuracy-optimal distance on the POOLED validation pairs of the clients the model is meant for (never on test
+pairs); the federated ServerApp, which holds no data, stores the clients' own validation thresholds averaged
+with their validation-pair counts as weights (:func:`models.model_file.weighted_threshold`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from client.local_data import ClientData
+from client.trainer import pair_distances
+from data.atomic_io import atomic_write_bytes
+from fedprint_config import ExperimentConfig
+from models.metrics import choose_threshold
+from models.model_file import model_bytes
+from models.preprocess import InputSpec
+
+
+def pooled_threshold(net: nn.Module, clients: Sequence[ClientData]) -> tuple[float | None, str]:
+    """Accuracy-optimal distance threshold on the clients' validation pairs pooled; (None, reason) if none."""
+    dist, lab = [], []
+    for c in clients:
+        if len(c.val_pairs):
+            dist.append(pair_distances(net, c.images, c.val_pairs))
+            lab.append(c.val_pairs.label)
+    if not dist:
+        return None, "no validation pairs"
+    d, y = np.concatenate(dist), np.concatenate(lab)
+    if y.min() == y.max():
+        return None, "validation pairs of one class only"
+    names = ", ".join(c.name for c in clients)
+    return choose_threshold(d, y, "accuracy"), f"accuracy-optimal on {len(y)} validation pairs of {names}"
+
+
+def data_description(cfg: ExperimentConfig, clients: Sequence[ClientData] = ()) -> dict[str, Any]:
+    """What a model was trained on: the experiment's sources and the clients' sizes."""
+    return {**cfg.data_summary(),
+            "clients": [{"name": c.name, "domain": c.domain, "train_images": len(c.split.train),
+                         "fingers": len({r.identity for r in c.records})} for c in clients]}
+
+
+def export_model(path: str | Path, net: nn.Module, cfg: ExperimentConfig, spec: InputSpec, *, method: str,
+                 clients: Sequence[ClientData] = (), threshold: float | None = None, threshold_source: str = "",
+                 metrics: Mapping[str, Any] | None = None, provenance: Mapping[str, Any] | None = None) -> Path:
+    """Write ``net`` as a model file; the threshold is pooled over ``clients``' validation pairs unless given."""
+    if threshold is None and clients:
+        threshold, threshold_source = pooled_threshold(net, clients)
+    data = model_bytes(net, encoder_name=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim, spec=spec,
+                       threshold=threshold, threshold_source=threshold_source, method=method,
+                       metrics=dict(metrics or {}), data=data_description(cfg, clients),
+                       provenance=dict(provenance or {}))
+    return atomic_write_bytes(path, data)

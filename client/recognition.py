@@ -1,0 +1,157 @@
+"""Using a trained verifier: 1:1 verification, evaluation on a dataset, 1:N identification.
+
+All three embed images through the model's own input pipeline (:class:`models.preprocess.InputSpec` stored in
+the model file) at each image's resolution (``dpi``), and compare unit-norm embeddings by Euclidean distance
+(seed 003 Eq. 2: match iff distance <= threshold). The similarity ``score = 1 - distance / 2`` lies in [0, 1].
+
+Evaluation protocols (:func:`protocol_pairs`):
+
+* ``"fvc"`` — the FVC competitions' protocol: every genuine pair (each pair of impressions of one finger), and
+  impostor pairs between the FIRST impression of every finger and the first impression of every other finger
+  (Maio et al. 2002);
+* ``"all"`` — every pair of images.
+
+References
+----------
+.. [1] D. Maio, D. Maltoni, R. Cappelli, J. L. Wayman, A. K. Jain, "FVC2002: Second Fingerprint Verification
+   Competition", ICPR 2002.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from data.pairs import PairSet
+from data.record import FingerprintRecord
+from models.metrics import eer, fnmr_at_fmr, roc_auc, verification_metrics
+from models.model_file import VerifierModel
+from models.preprocess import to_tensor_batch
+
+PROTOCOLS = ("fvc", "all")
+#: FNMR at FMR = f is reported only with at least this many impostor pairs per unit of 1/f (else it is noise).
+MIN_IMPOSTORS_PER_FMR_UNIT = 1
+
+
+@torch.no_grad()
+def embed_images(model: VerifierModel, images: Sequence[np.ndarray], dpis: Sequence[float | None],
+                 batch_size: int = 64) -> np.ndarray:
+    """Unit-norm embeddings (N, d) of uint8 grayscale images at resolutions ``dpis``."""
+    model.encoder.eval()
+    out = []
+    for s in range(0, len(images), batch_size):
+        x = to_tensor_batch(list(images[s:s + batch_size]), model.spec, list(dpis[s:s + batch_size]))
+        out.append(model.encoder(x).double().numpy())
+    return np.concatenate(out) if out else np.zeros((0, 0))
+
+
+def verify(model: VerifierModel, a: np.ndarray, b: np.ndarray, *, dpi_a: float | None, dpi_b: float | None,
+           threshold: float | None = None) -> dict:
+    """Compare two images: distance, score, threshold used and the decision."""
+    t = model.threshold if threshold is None else float(threshold)
+    if t is None:
+        raise ValueError("threshold: the model file has no decision threshold; give --threshold")
+    e = embed_images(model, [a, b], [dpi_a, dpi_b])
+    d = float(np.linalg.norm(e[0] - e[1]))
+    return {"distance": d, "score": 1.0 - d / 2.0, "threshold": t, "match": d <= t}
+
+
+def protocol_pairs(records: Sequence[FingerprintRecord], protocol: str = "fvc") -> PairSet:
+    """Genuine and impostor pairs of a dataset under an evaluation protocol (see module docstring)."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol: expected one of {PROTOCOLS}, got {protocol!r}")
+    ids = np.array([r.identity for r in records])
+    imp = np.array([r.impression for r in records])
+    i, j = np.triu_indices(len(records), 1)
+    same = ids[i] == ids[j]
+    if protocol == "all":
+        keep = np.ones(len(i), bool)
+    else:
+        first = np.zeros(len(records), bool)
+        for identity in np.unique(ids):  # one per finger: its lowest impression number
+            members = np.flatnonzero(ids == identity)
+            first[members[np.argmin(imp[members])]] = True
+        keep = same | (first[i] & first[j])
+    i, j, same = i[keep], j[keep], same[keep]
+    if not same.any() or same.all():
+        raise ValueError(f"data: the {protocol!r} protocol gives {int(same.sum())} genuine and "
+                         f"{int((~same).sum())} impostor pairs; need both (at least two fingers, one with two "
+                         "impressions)")
+    return PairSet(i.astype(np.int64), j.astype(np.int64), same.astype(np.int8))
+
+
+def evaluate(model: VerifierModel, records: Sequence[FingerprintRecord], protocol: str = "fvc",
+             threshold: float | None = None) -> tuple[dict, np.ndarray, PairSet]:
+    """Verification metrics of ``model`` on a dataset; returns (metrics, distances, pairs).
+
+    ``eer``, ``roc_auc`` always; ``fnmr_at_fmr_1%`` / ``fnmr_at_fmr_0.1%`` only when there are at least 100 /
+    1000 impostor pairs (else None: an FMR of 0.1 % cannot be resolved with fewer); threshold-dependent
+    metrics (accuracy, FMR, FNMR at the model's threshold or ``threshold``) when a threshold is known.
+    """
+    pairs = protocol_pairs(records, protocol)
+    e = embed_images(model, [r.image for r in records], [r.dpi for r in records])
+    d = np.linalg.norm(e[pairs.a] - e[pairs.b], axis=1)
+    lab = pairs.label
+    n_imp = int((lab == 0).sum())
+    metrics = {"protocol": protocol, "images": len(records), "fingers": len({r.identity for r in records}),
+               "n_genuine": int(lab.sum()), "n_impostor": n_imp, "eer": eer(d, lab), "roc_auc": roc_auc(d, lab),
+               "fnmr_at_fmr_1%": fnmr_at_fmr(d, lab, 0.01) if n_imp >= 100 else None,
+               "fnmr_at_fmr_0.1%": fnmr_at_fmr(d, lab, 0.001) if n_imp >= 1000 else None}
+    t = model.threshold if threshold is None else float(threshold)
+    if t is not None:
+        at = verification_metrics(d, lab, t)
+        metrics.update({"threshold": t, "accuracy": at["accuracy"], "fmr_at_threshold": at["fmr"],
+                        "fnmr_at_threshold": at["fnmr"]})
+    return metrics, d, pairs
+
+
+@dataclass
+class Identification:
+    """Result of searching one probe in the gallery."""
+
+    probe: str
+    identity: str | None
+    ranked: list[tuple[str, float]]  # (gallery identity, distance), nearest first
+    rank: int | None  # 1-based rank of the true identity (None: unknown or not enrolled)
+
+
+def identify(model: VerifierModel, gallery: Sequence[FingerprintRecord], probes: Sequence[FingerprintRecord],
+             *, top_k: int = 5, probe_identities_known: bool = True) -> list[Identification]:
+    """1:N search: each probe against every gallery identity (distance to its nearest enrolled impression).
+
+    A probe that is also a gallery image (same file) is never matched to itself.
+    """
+    if top_k < 1:
+        raise ValueError(f"top_k: expected an integer >= 1, got {top_k}")
+    if not gallery:
+        raise ValueError("gallery: no images")
+    g_ids = np.array([r.identity for r in gallery])
+    names = np.unique(g_ids)
+    ge = embed_images(model, [r.image for r in gallery], [r.dpi for r in gallery])
+    pe = embed_images(model, [r.image for r in probes], [r.dpi for r in probes])
+    dist = np.linalg.norm(pe[:, None, :] - ge[None, :, :], axis=2)  # (P, G)
+    g_src = np.array([r.source or f"mem:{id(r)}" for r in gallery])
+    out = []
+    for k, p in enumerate(probes):
+        d = np.where(g_src == (p.source or f"mem:{id(p)}"), np.inf, dist[k])
+        per_id = np.array([d[g_ids == n].min() for n in names])
+        order = np.argsort(per_id, kind="stable")
+        finite = [int(o) for o in order if np.isfinite(per_id[o])]
+        ranked = [(str(names[o]), float(per_id[o])) for o in finite]
+        true = p.identity if probe_identities_known else None
+        rank = next((i + 1 for i, (n, _) in enumerate(ranked) if n == true), None) if true is not None else None
+        out.append(Identification(p.source or p.key, true, ranked[:top_k], rank))
+    return out
+
+
+def cmc(results: Sequence[Identification], max_rank: int) -> np.ndarray:
+    """Cumulative match characteristic: fraction of probes (with an enrolled identity) found within rank r,
+    r = 1 .. max_rank."""
+    ranks = np.array([r.rank if r.rank is not None else np.inf for r in results if r.identity is not None],
+                     float)
+    if ranks.size == 0:
+        raise ValueError("cmc: no probe has a known, enrolled identity")
+    return np.array([(ranks <= r).mean() for r in range(1, max_rank + 1)])

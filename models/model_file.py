@@ -1,0 +1,135 @@
+"""The one FedPrint model file: weights, encoder, input pipeline, decision threshold and provenance.
+
+Written by ``fedprint train`` and by every federated method (the final global model of ``simulate``, ``demo``
+and deployment runs); read by ``fedprint verify / evaluate / identify`` and the audits. A model file is a
+``torch.save`` of plain Python values and tensors only, so :func:`load_model` reads it with
+``torch.load(weights_only=True)`` — opening a model file never runs code from it.
+
+Contents (``FORMAT`` = ``"fedprint-model/1"``):
+
+* ``encoder``, ``embedding_dim``, ``encoder_kwargs`` — rebuilt with :func:`models.siamese.build_encoder`;
+* ``state_dict`` — the weights;
+* ``input_pipeline`` — :func:`models.preprocess.describe` of the :class:`~models.preprocess.InputSpec` the model
+  was trained with (inputs must be prepared the same way);
+* ``threshold`` — the match decision (Eq. 2: match iff distance <= threshold), chosen on validation pairs
+  (never on test pairs), with ``threshold_source`` saying which; None when no validation pairs were available;
+* ``method``, ``metrics`` (test metrics of the run that wrote it), ``data`` (what it was trained on),
+  ``provenance`` (command, FedPrint version, git commit, package versions; see
+  :mod:`fedprint_config.provenance`).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from models.preprocess import InputSpec, describe
+from models.siamese import build_encoder
+
+FORMAT = "fedprint-model/1"
+_REQUIRED = ("format", "encoder", "embedding_dim", "state_dict", "input_pipeline", "threshold")
+
+
+@dataclass
+class VerifierModel:
+    """A loaded model: the encoder (eval mode), how to prepare its inputs, its threshold and metadata."""
+
+    encoder: nn.Module
+    spec: InputSpec
+    threshold: float | None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return str(self.meta.get("method", "model"))
+
+
+def model_bytes(encoder: nn.Module, *, encoder_name: str, embedding_dim: int, spec: InputSpec,
+                threshold: float | None, threshold_source: str = "", method: str = "",
+                metrics: dict | None = None, data: dict | None = None, provenance: dict | None = None,
+                encoder_kwargs: dict | None = None) -> bytes:
+    """Serialise a model file (write it with :func:`data.atomic_io.atomic_write_bytes`).
+
+    Parameters
+    ----------
+    encoder : nn.Module
+        The trained encoder (its ``state_dict`` is stored).
+    encoder_name, embedding_dim, encoder_kwargs
+        How to rebuild it (:func:`models.siamese.build_encoder`).
+    spec : InputSpec
+        The input pipeline it was trained with.
+    threshold : float or None
+        Distance threshold of the match decision, chosen on validation pairs; None if there were none.
+    threshold_source : str
+        Where the threshold comes from, e.g. ``"validation pairs of 3 clients (accuracy-optimal)"``.
+    method, metrics, data, provenance
+        Free-form, JSON-like descriptions (see module docstring).
+    """
+    if threshold is not None and not math.isfinite(float(threshold)):
+        raise ValueError(f"threshold: expected a finite distance or None, got {threshold!r}")
+    payload = {
+        "format": FORMAT, "encoder": str(encoder_name), "embedding_dim": int(embedding_dim),
+        "encoder_kwargs": dict(encoder_kwargs or {}),
+        "state_dict": {k: v.detach().cpu().contiguous() for k, v in encoder.state_dict().items()},
+        "input_pipeline": describe(spec), "threshold": None if threshold is None else float(threshold),
+        "threshold_source": str(threshold_source), "method": str(method), "metrics": dict(metrics or {}),
+        "data": dict(data or {}), "provenance": dict(provenance or {}),
+    }
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    return buf.getvalue()
+
+
+def weighted_threshold(thresholds: Sequence[float], weights: Sequence[float]) -> float | None:
+    """Mean of per-client validation thresholds weighted by their validation-pair counts (None if none usable).
+
+    What a federated server, which holds no data, can store as the global model's decision threshold: each
+    client chose its threshold on its own validation pairs.
+    """
+    t, w = np.asarray(thresholds, float), np.asarray(weights, float)
+    ok = np.isfinite(t) & np.isfinite(w) & (w > 0)
+    return float(np.sum(t[ok] * w[ok]) / np.sum(w[ok])) if ok.any() else None
+
+
+def load_model(path: str | Path) -> VerifierModel:
+    """Read a model file; errors name the file and what was expected.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        If it is not a FedPrint model file (corrupt, another format, missing keys, weights that do not fit).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"model file not found: {path}")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for corrupt / foreign files
+        raise ValueError(f"{path}: not a readable FedPrint model file ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        got = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
+        raise ValueError(f"{path}: expected a FedPrint model file of format {FORMAT!r}, got {got!r}")
+    missing = [k for k in _REQUIRED if k not in payload]
+    if missing:
+        raise ValueError(f"{path}: model file lacks {missing}")
+    try:
+        net = build_encoder(str(payload["encoder"]), int(payload["embedding_dim"]),
+                            **dict(payload.get("encoder_kwargs") or {}))
+        net.load_state_dict(payload["state_dict"])
+        spec = InputSpec.from_description(payload["input_pipeline"])
+    except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+        raise ValueError(f"{path}: model file does not describe a usable encoder ({exc})") from None
+    meta = {k: v for k, v in payload.items() if k not in ("state_dict",)}
+    meta["path"] = str(path)
+    return VerifierModel(encoder=net.eval(), spec=spec, threshold=payload["threshold"], meta=meta)
