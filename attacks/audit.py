@@ -157,8 +157,8 @@ def _strip_none(obj: Any) -> Any:
     return obj
 
 
-def _encoder_from_state(state: dict, encoder: str, embedding_dim: int, where: Path) -> nn.Module:
-    net = new_encoder(encoder, embedding_dim, 0)
+def _encoder_from_state(state: dict, encoder: str, embedding_dim: int, where: Path, **kwargs) -> nn.Module:
+    net = new_encoder(encoder, embedding_dim, 0, **kwargs)
     try:
         net.load_state_dict(state)
     except RuntimeError as exc:
@@ -196,7 +196,8 @@ def load_run(run_dir: str | Path) -> RunInfo:
         for path in sorted([*run_dir.glob("model_*.pt"), *run_dir.glob("checkpoint_*.pt")]):
             ck = torch.load(path, map_location="cpu", weights_only=True)
             name = path.stem.split("_", 1)[1]
-            net = _encoder_from_state(ck["state_dict"], ck["encoder"], int(ck["embedding_dim"]), path)
+            net = _encoder_from_state(ck["state_dict"], ck["encoder"], int(ck["embedding_dim"]), path,
+                                      **dict(ck.get("encoder_kwargs") or {}))
             info.models[name] = (net, None if name == "centralized" else [name[len("local-"):]])
     else:
         info.epochs_per_client = cfg.train.epochs * int(raw.get("rounds", 1))
@@ -204,7 +205,8 @@ def load_run(run_dir: str | Path) -> RunInfo:
             state = json.loads(state_path.read_text())
             with np.load(state_path.parent / state["arrays"]) as npz:
                 sd = {k: torch.from_numpy(np.array(npz[f"a{i:04d}"])) for i, k in enumerate(state["keys"])}
-            net = _encoder_from_state(sd, cfg.model.encoder, cfg.model.embedding_dim, state_path)
+            net = _encoder_from_state(sd, cfg.model.encoder, cfg.model.embedding_dim, state_path,
+                                      **cfg.model.encoder_kwargs())
             info.models[f"{state_path.parent.parent.name} (round {state['round']})"] = (net, None)
     if not info.models:
         raise ValueError(f"--run: {run_dir} holds no model (model_*.pt, checkpoint_*.pt or */checkpoint/)")

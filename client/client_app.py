@@ -51,7 +51,6 @@ from client.publish_handler import ACTION as PUBLISH_ACTION
 from client.publish_handler import publish_handler
 from client.trainer import train_siamese
 from fedprint_config.app import CLIENT_DEFAULTS, experiment, settings
-from models.siamese import new_encoder
 
 #: Key of the persistent state record holding the previous local model's validation accuracy.
 STATE_KEY = "affr-local"
@@ -83,7 +82,7 @@ def train_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any]
     server_round = int(msg.content["config"].get("server-round", 1))
     mu = float(msg.content["config"].get("proximal-mu", 0.0))
 
-    net = new_encoder(cfg.model.encoder, cfg.model.embedding_dim, cfg.run.seed)
+    net = cfg.model.new_encoder(cfg.run.seed)
     net.load_state_dict(msg.content["arrays"].to_torch_state_dict())
     acc_global = validation_accuracy(net, data)
     acc_prev = previous_local_accuracy(context.state, data, server_round)
@@ -122,7 +121,7 @@ def evaluate_handler(msg: Message, context: Context, *, defaults: Mapping[str, A
     torch.set_num_threads(int(conf["client-threads"]))
     cfg, _, key, base_dir = experiment(conf)
     data, client_id = node_client_data(cfg, context.node_config, experiment_key=key, base_dir=base_dir)
-    net = new_encoder(cfg.model.encoder, cfg.model.embedding_dim, cfg.run.seed)
+    net = cfg.model.new_encoder(cfg.run.seed)
     net.load_state_dict(msg.content["arrays"].to_torch_state_dict())
     m, _ = evaluate_on_pairs(net, data)
     metrics = {"accuracy": m["accuracy"], "eer": m["eer"], "roc-auc": m["roc_auc"], "fmr100": m["fmr100"],

@@ -55,6 +55,7 @@ def export_model(path: str | Path, net: nn.Module, cfg: ExperimentConfig, spec: 
     if threshold is None and clients:
         threshold, threshold_source = pooled_threshold(net, clients)
     data = model_bytes(net, encoder_name=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim, spec=spec,
+                       encoder_kwargs=cfg.model.encoder_kwargs(),
                        threshold=threshold, threshold_source=threshold_source, method=method,
                        metrics=dict(metrics or {}), data=data_description(cfg, clients),
                        provenance=dict(provenance or {}))

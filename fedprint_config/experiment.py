@@ -29,9 +29,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
+from torch import nn
+
 from fedprint_config.federation import FederationConfig
 from fedprint_config.train import TrainConfig
 from models.preprocess import InputSpec
+from models.siamese import new_encoder
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,7 @@ class ModelSection:
     ``input_size``: side S of the square input in pixels at the working resolution ``input_dpi`` (default
     128 px at 250 dpi, i.e. 13 mm of skin); ``crop``: ``"print"`` (default: resample every image to
     ``input_dpi`` and crop on the print) or ``"full"`` (legacy: the whole image shrunk to S — ridges alias away).
+    ``width``: channels of the compact encoder's first block (default 32; 16 trains ~3x faster).
     """
 
     encoder: str = "compact"
@@ -123,6 +127,7 @@ class ModelSection:
     input_size: int = 128
     input_dpi: float = 250.0
     crop: str = "print"
+    width: int = 32
 
     def __post_init__(self) -> None:
         if self.crop not in ("print", "full"):
@@ -132,6 +137,14 @@ class ModelSection:
                              f"{self.input_dpi}")
         if self.input_size < 8:
             raise ValueError(f"model.input_size: expected an integer >= 8 (pixels), got {self.input_size}")
+
+    def encoder_kwargs(self) -> dict[str, Any]:
+        """Extra arguments of :func:`models.siamese.build_encoder` (``width`` of the compact encoder)."""
+        return {"width": int(self.width)} if self.encoder == "compact" else {}
+
+    def new_encoder(self, seed: int) -> nn.Module:
+        """A freshly initialised encoder of these settings (the seed fixes its initial weights)."""
+        return new_encoder(self.encoder, self.embedding_dim, seed, **self.encoder_kwargs())
 
     def input_spec(self, size: int | None = None) -> InputSpec:
         """The network input pipeline of these settings (``size`` overrides ``input_size``)."""

@@ -140,15 +140,8 @@ def _border_median(img: np.ndarray) -> int:
     return int(np.median(np.concatenate([img[0], img[-1], img[:, 0], img[:, -1]])))
 
 
-def prepare(image: np.ndarray, spec: InputSpec, dpi: float | None = None) -> np.ndarray:
-    """One uint8 image at resolution ``dpi`` -> the uint8 (S, S) crop the network sees (before normalisation).
-
-    ``crop = "print"``: resample to ``spec.dpi``, segment, crop S x S on the print (see module docstring).
-    ``crop = "full"``: the legacy whole-image resize (``dpi`` is ignored).
-    """
-    _check_image(image, 0)
-    if spec.crop == "full":
-        return _square(image, spec)
+def _locate(image: np.ndarray, spec: InputSpec, dpi: float | None) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Resampled image, its print mask and the top-left corner (y0, x0) of the S x S crop window."""
     s = int(spec.size)
     img = image
     if dpi is not None:
@@ -166,17 +159,44 @@ def prepare(image: np.ndarray, spec: InputSpec, dpi: float | None = None) -> np.
         cy, cx = float(ys.mean()), float(xs.mean())
     else:
         cy, cx = (h - 1) / 2.0, (w - 1) / 2.0
-    # Window top-left, kept inside the image along each axis where the image is large enough.
-    y0 = int(round(cy - s / 2.0))
-    x0 = int(round(cx - s / 2.0))
+    # Centred on the print, kept inside the image along each axis where the image is large enough.
+    y0, x0 = int(round(cy - s / 2.0)), int(round(cx - s / 2.0))
     y0 = min(max(y0, 0), h - s) if h >= s else (h - s) // 2
     x0 = min(max(x0, 0), w - s) if w >= s else (w - s) // 2
-    pad = _border_median(img)
-    out = np.full((s, s), pad, np.uint8)
-    sy0, sx0 = max(y0, 0), max(x0, 0)
-    sy1, sx1 = min(y0 + s, h), min(x0 + s, w)
-    out[sy0 - y0:sy1 - y0, sx0 - x0:sx1 - x0] = img[sy0:sy1, sx0:sx1]
+    return img, mask, y0, x0
+
+
+def _window(a: np.ndarray, y0: int, x0: int, s: int, fill) -> np.ndarray:
+    h, w = a.shape
+    out = np.full((s, s), fill, a.dtype)
+    sy0, sx0, sy1, sx1 = max(y0, 0), max(x0, 0), min(y0 + s, h), min(x0 + s, w)
+    out[sy0 - y0:sy1 - y0, sx0 - x0:sx1 - x0] = a[sy0:sy1, sx0:sx1]
     return out
+
+
+def prepare(image: np.ndarray, spec: InputSpec, dpi: float | None = None) -> np.ndarray:
+    """One uint8 image at resolution ``dpi`` -> the uint8 (S, S) crop the network sees (before normalisation).
+
+    ``crop = "print"``: resample to ``spec.dpi``, segment, crop S x S on the print (see module docstring).
+    ``crop = "full"``: the legacy whole-image resize (``dpi`` is ignored).
+    """
+    _check_image(image, 0)
+    if spec.crop == "full":
+        return _square(image, spec)
+    img, _, y0, x0 = _locate(image, spec, dpi)
+    return _window(img, y0, x0, int(spec.size), _border_median(img))
+
+
+def print_coverage(image: np.ndarray, spec: InputSpec, dpi: float | None = None) -> tuple[float, float]:
+    """How well the ``crop = "print"`` window sits on the print: ``(coverage, captured)``.
+
+    ``coverage``: fraction of the window on the segmented print (1.0: all print); ``captured``: fraction of the
+    print's pixels inside the window (1.0: the whole print, e.g. when the print is smaller than the window).
+    """
+    _check_image(image, 0)
+    img, mask, y0, x0 = _locate(image, spec, dpi)
+    inside = _window(mask, y0, x0, int(spec.size), False)
+    return float(inside.mean()), float(inside.sum() / mask.sum()) if mask.any() else 0.0
 
 
 def normalize(crops: np.ndarray, spec: InputSpec) -> torch.Tensor:

@@ -181,7 +181,7 @@ class SiameseNet(nn.Module):
         return distance(e1, e2)
 
 
-def new_encoder(name: str, embedding_dim: int, seed: int) -> nn.Module:
-    """A freshly initialised encoder; the seed fixes its initial weights."""
+def new_encoder(name: str, embedding_dim: int, seed: int, **kwargs) -> nn.Module:
+    """A freshly initialised encoder (``kwargs`` as :func:`build_encoder`); the seed fixes its initial weights."""
     torch.manual_seed(seed)
-    return build_encoder(name, embedding_dim)
+    return build_encoder(name, embedding_dim, **kwargs)

@@ -38,7 +38,6 @@ from fedprint_config import FederationConfig
 from fedprint_config.app import SERVER_DEFAULTS, experiment, settings
 from fedprint_config.provenance import provenance
 from models.model_file import model_bytes, weighted_threshold
-from models.siamese import new_encoder
 from server.affr import AFFR
 from server.checkpoint import load_checkpoint, save_checkpoint
 from server.rundir import new_run_dir
@@ -241,7 +240,7 @@ def run_federation(grid: Grid, conf: Mapping[str, Any],
             strategy.identities.update({int(k): v for k, v in r.get("identities", {}).items()})
         log(INFO, "Resuming %s from %s after round %d of %d", name, run_dir, done, total)
     else:
-        arrays = ArrayRecord(new_encoder(cfg.model.encoder, cfg.model.embedding_dim, cfg.run.seed).state_dict())
+        arrays = ArrayRecord(cfg.model.new_encoder(cfg.run.seed).state_dict())
     write_json(run_dir / "server_config.json", {"strategy": name, "rounds": total, "step": step,
                                                 "proximal_mu": mu, "timeout": timeout, "conf": dict(conf)})
 
@@ -287,14 +286,15 @@ def export_global_model(path: Path, arrays: ArrayRecord, cfg: Any, rounds: list[
     Its threshold is the mean of the clients' own validation thresholds from the last round's evaluation,
     weighted by their validation pairs (:func:`models.model_file.weighted_threshold`): the server holds no data.
     """
-    net = new_encoder(cfg.model.encoder, cfg.model.embedding_dim, cfg.run.seed)
+    net = cfg.model.new_encoder(cfg.run.seed)
     net.load_state_dict(arrays.to_torch_state_dict())
     rows = [r for r in (rounds[-1]["clients"] if rounds else []) if r.get("eval_status") == "ok"]
     threshold = weighted_threshold([r.get("threshold", float("nan")) for r in rows],
                                    [r.get("val-pairs", 0) for r in rows])
     spec = cfg.model.input_spec()
     data = model_bytes(net, encoder_name=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim, spec=spec,
-                       threshold=threshold, method=method, metrics={"test": final["clients"]},
+                       encoder_kwargs=cfg.model.encoder_kwargs(), threshold=threshold, method=method,
+                       metrics={"test": final["clients"]},
                        threshold_source=f"mean of {len(rows)} clients' validation thresholds weighted by their "
                                         "validation pairs" if threshold is not None else "no client reported one",
                        data={**cfg.data_summary(), "clients": [r["client"] for r in rows]},

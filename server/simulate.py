@@ -32,11 +32,13 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from client.evaluation import evaluate_on_pairs
+from client.model_export import export_model
 from client.node_data import experiment_partitions, partition_data
 from data.atomic_io import write_json, write_text
 from data.partition import summary as partition_summary
 from fedprint_config import FEDERATED, METHODS, load_experiment, resolve_experiment
 from fedprint_config.app import with_base_dir
+from fedprint_config.provenance import provenance
 from server.baselines import evaluate_clients, train_centralized, train_local
 from server.report import write_report
 from server.rundir import new_run_dir
@@ -154,16 +156,23 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
             for c in clients:
                 try:
                     net, _ = train_local(c, encoder=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim,
-                                         cfg=baseline_cfg, progress=progress)
+                                         encoder_kwargs=cfg.model.encoder_kwargs(), cfg=baseline_cfg,
+                                         progress=progress)
                     rows.append({"client": c.name, **_keep(evaluate_on_pairs(net, c)[0])})
+                    export_model(run_dir / name / f"model_{c.name}.pt".replace(":", "_"), net, cfg,
+                                 cfg.model.input_spec(), method=f"local {c.name}", clients=[c],
+                                 metrics={"test": rows[-1]}, provenance=provenance())
                 except ValueError as exc:  # e.g. a client without genuine training pairs
                     fails.append({"client": c.name, "stage": "train", "status": str(exc)})
             results[name], failures[name] = rows, fails
             write_json(run_dir / name / "metrics.json", {"clients": rows, "problems": fails})
         elif name == "centralized":
             net, _ = train_centralized(clients, encoder=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim,
-                                       cfg=baseline_cfg, progress=progress)
+                                       encoder_kwargs=cfg.model.encoder_kwargs(), cfg=baseline_cfg,
+                                       progress=progress)
             results[name] = [{"client": r["client"], **_keep(r)} for r in evaluate_clients(net, clients)]
+            export_model(run_dir / name / "model.pt", net, cfg, cfg.model.input_spec(), method=name,
+                         clients=clients, metrics={"test": results[name]}, provenance=provenance())
             failures[name] = []
             write_json(run_dir / name / "metrics.json", {"clients": results[name], "problems": []})
         else:

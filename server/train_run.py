@@ -83,6 +83,7 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
     write_csv(run_dir / "clients.csv", [c.summary() for c in clients])
     train_cfg = replace(cfg.train, seed=cfg.run.seed)
     kw = {"encoder": cfg.model.encoder, "embedding_dim": cfg.model.embedding_dim, "cfg": train_cfg,
+          "encoder_kwargs": cfg.model.encoder_kwargs(),
           "progress": progress, "dp": cfg.dp.trainer_kwargs() if cfg.dp.enabled else None}
     if mode == "centralized":
         net, hist = train_centralized(clients, **kw)

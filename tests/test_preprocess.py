@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from models.preprocess import InputSpec, describe, to_tensor_batch
+from models.preprocess import InputSpec, describe, prepare, print_coverage, to_tensor_batch
+from models.ridges import ridge_period, segment_print
 
-REAL = Path("/work/shared/data/real")
+#: Real samples beside the repository (../shared/data/real), absent outside this workplace.
+REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
 
 
 @pytest.fixture
@@ -99,3 +101,78 @@ def test_real_socofing_image_padded_with_its_background():
     r = cv2.resize(img, new_wh, interpolation=cv2.INTER_AREA)
     border = np.concatenate([r[0], r[-1], r[:, 0], r[:, -1]])
     assert back[0, 0] == int(np.median(border))
+
+
+# ---------------------------------------------------------------------------------------- the "print" pipeline
+PRINT = InputSpec(size=128, crop="print", dpi=250.0)
+
+
+def _check_crops(images: list[np.ndarray], dpi: float) -> None:
+    """The network inputs keep ridges resolved (median period >= 4 px; fingers with naturally fine ridges, ~7 px at
+    500 dpi, may sit at 3.5 px) and sit on the print: at least half print, or holding most of a small print."""
+    periods = []
+    for img in images:
+        crop = prepare(img, PRINT, dpi)
+        assert crop.shape == (128, 128) and crop.dtype == np.uint8
+        periods.append(ridge_period(crop))
+        coverage, captured = print_coverage(img, PRINT, dpi)
+        assert coverage >= 0.5 or captured >= 0.8, (coverage, captured)  # mostly print, or most of the print
+    assert np.median(periods) >= 4.0 and min(periods) >= 3.5, periods
+
+
+@pytest.mark.parametrize("profile", ["socofing", "casia", "nist_sd10"])
+def test_every_synthetic_profile_keeps_ridges_and_the_print(profile):
+    from data.synth.generate import finger_records
+    from data.synth.profiles import get_profile
+
+    prof = get_profile(profile)
+    recs = finger_records(prof, 0, 2, seed=0) + finger_records(prof, 1, 2, seed=0)
+    assert all(r.dpi == prof.dpi for r in recs)
+    _check_crops([r.image for r in recs], prof.dpi)
+
+
+def test_shrinking_a_whole_frame_would_alias_the_ridges():
+    """The reason for the print pipeline: the legacy whole-image resize of an 832x768 frame to 128 px leaves
+    ridge periods under 2 px (aliased)."""
+    from data.synth.generate import finger_records
+    from data.synth.profiles import get_profile
+
+    rec = finger_records(get_profile("nist_sd10"), 0, 1, seed=0)[0]
+    assert ridge_period(rec.image) / (max(rec.image.shape) / 128) < 2.0  # below Nyquist: aliased
+    assert ridge_period(prepare(rec.image, PRINT, rec.dpi)) >= 4.0
+
+
+def test_crop_is_centred_on_the_print_not_the_frame():
+    img = np.full((400, 400), 230, np.uint8)
+    yy, xx = np.mgrid[0:400, 0:400]
+    blob = (yy - 300) ** 2 + (xx - 100) ** 2 < 70 ** 2  # a striped "print" in the lower-left corner
+    img[blob] = (128 + 90 * np.sin(2 * np.pi * xx / 5.0))[blob].astype(np.uint8)
+    spec = InputSpec(size=96, crop="print", dpi=250.0)
+    assert print_coverage(img, spec, 250.0)[0] > 0.6  # mostly print although 90 % of the frame is background
+    assert segment_print(img).mean() < 0.15
+
+
+def test_print_pipeline_resamples_to_the_working_resolution():
+    img = np.tile((128 + 90 * np.sin(2 * np.pi * np.arange(300) / 10.0)).astype(np.uint8), (300, 1))
+    crop = prepare(img, PRINT, 500.0)  # 10 px at 500 dpi -> 5 px at 250 dpi
+    assert abs(ridge_period(crop) - 5.0) < 0.5
+    assert describe(PRINT)["dpi"] == 250.0 and describe(PRINT)["crop"] == "print"
+    assert InputSpec.from_description(describe(PRINT)) == PRINT
+
+
+@pytest.mark.skipif(not (REAL / "fvc_300x300_b").is_dir(), reason="real fingerprint samples absent")
+def test_real_fvc_crops_keep_ridges_and_the_print():
+    from data.datasets import load_dataset
+
+    recs = load_dataset("fvc", REAL / "fvc_300x300_b")[::5]
+    assert all(r.dpi == 500.0 for r in recs)
+    _check_crops([r.image for r in recs], 500.0)
+
+
+@pytest.mark.skipif(not (REAL / "socofing_sample" / "Real").is_dir(), reason="real fingerprint samples absent")
+def test_real_socofing_crops_keep_ridges():
+    from data.datasets import LAYOUT_DPI
+    from data.datasets.imread import read_gray
+
+    paths = sorted((REAL / "socofing_sample" / "Real").glob("*.BMP"))
+    _check_crops([read_gray(p) for p in paths], LAYOUT_DPI["socofing"])
