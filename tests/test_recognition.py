@@ -1,0 +1,95 @@
+"""client.recognition and `fedprint verify / evaluate / identify` on toy stripe prints with a tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import fedprint_cli
+from client.recognition import cmc, evaluate, identify, protocol_pairs
+from client.trainer import train_siamese
+from data.pairs import make_pairs
+from data.stripes import stripe_records, write_generic
+from fedprint_config import TrainConfig
+from models.model_file import VerifierModel, load_model, model_bytes
+from models.preprocess import InputSpec, to_tensor_batch
+from models.siamese import build_encoder
+
+SPEC = InputSpec(size=32)
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    """A generic-layout folder of 8 fingers x 4 impressions and a model trained briefly on other fingers."""
+    torch.manual_seed(0)
+    root = tmp_path_factory.mktemp("recog")
+    train = stripe_records(n_fingers=12, n_impressions=4, size=40, seed=1)
+    net = build_encoder("compact", 16, width=8)
+    x = to_tensor_batch([r.image for r in train], SPEC)
+    train_siamese(net, x, make_pairs(train, np.arange(len(train)), seed=0),
+                  TrainConfig(epochs=40, p=6, k=4, augment=False, seed=0), progress=False)
+    model = root / "model.pt"
+    model.write_bytes(model_bytes(net, encoder_name="compact", embedding_dim=16, encoder_kwargs={"width": 8},
+                                  spec=SPEC, threshold=0.6, method="toy"))
+    data = write_generic(stripe_records(n_fingers=8, n_impressions=4, size=40, seed=7), root / "data")
+    return model, data
+
+
+def test_fvc_protocol_pairs():
+    recs = stripe_records(n_fingers=5, n_impressions=3, size=16)
+    p = protocol_pairs(recs, "fvc")
+    assert p.n_genuine == 5 * 3 and p.n_impostor == 5 * 4 // 2  # all genuine; first impressions only
+    q = protocol_pairs(recs, "all")
+    assert len(q) == 15 * 14 // 2
+    with pytest.raises(ValueError, match="protocol"):
+        protocol_pairs(recs, "nope")
+
+
+def test_evaluate_and_identify_work_on_held_out_fingers(toy):
+    model_path, data = toy
+    from data.datasets import load_dataset
+
+    m = load_model(model_path)
+    recs = load_dataset("generic", data, dpi=None)
+    metrics, d, pairs = evaluate(m, recs, "all")
+    assert metrics["eer"] < 0.3 and metrics["fnmr_at_fmr_1%"] is not None  # 448 impostor pairs >= 100
+    assert metrics["fnmr_at_fmr_0.1%"] is None  # < 1000 impostor pairs: not resolvable, not reported
+    res = identify(m, recs, recs, top_k=3)
+    assert cmc(res, 3)[0] > 0.5  # chance would be 1/8; a probe never matches itself
+
+
+def test_verify_exit_codes(toy, tmp_path, capsys):
+    model_path, data = toy
+    a, b = sorted((data / "toy-000").glob("*.png"))[:2]
+    other = sorted((data / "toy-003").glob("*.png"))[0]
+    assert fedprint_cli.main(["verify", str(a), str(a), "--model", str(model_path)]) == 0
+    assert "MATCH" in capsys.readouterr().out
+    assert fedprint_cli.main(["verify", str(a), str(other), "--model", str(model_path), "--threshold", "1e-6"]) == 1
+    assert fedprint_cli.main(["verify", str(a), str(tmp_path / "missing.png"), "--model", str(model_path)]) == 2
+    assert "missing.png" in capsys.readouterr().err
+
+
+def test_evaluate_and_identify_commands_write_their_outputs(toy, tmp_path, capsys):
+    model_path, data = toy
+    out = tmp_path / "ev"
+    assert fedprint_cli.main(["evaluate", "--model", str(model_path), "--data", str(data), "--protocol", "all",
+                              "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert 0 <= metrics["eer"] < 0.3 and (out / "roc_det.png").stat().st_size > 0
+    assert len((out / "scores.csv").read_text().splitlines()) == 1 + metrics["n_genuine"] + metrics["n_impostor"]
+    assert fedprint_cli.main(["identify", "--model", str(model_path), "--gallery", str(data), "--probe", str(data),
+                              "--top-k", "3", "--out", str(tmp_path / "id")]) == 0
+    assert json.loads((tmp_path / "id" / "identify.json").read_text())["rank1"] > 0.5
+    assert fedprint_cli.main(["evaluate", "--model", str(tmp_path / "nope.pt"), "--data", str(data)]) == 2
+
+
+def test_model_without_threshold_needs_one():
+    from client.recognition import verify
+
+    m = VerifierModel(build_encoder("compact", 8, width=4).eval(), SPEC, None)
+    img = np.zeros((32, 32), np.uint8)
+    with pytest.raises(ValueError, match="--threshold"):
+        verify(m, img, img, dpi_a=None, dpi_b=None)
