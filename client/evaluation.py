@@ -25,13 +25,20 @@ def validation_accuracy(encoder: nn.Module, data: ClientData) -> float:
 
 
 def evaluate_on_pairs(encoder: nn.Module, data: ClientData, test_pairs: PairSet | None = None,
-                      ) -> tuple[dict, np.ndarray]:
+                      probes: str = "raw") -> tuple[dict, np.ndarray]:
     """Threshold chosen on ``data.val_pairs`` (never on test), metrics on ``test_pairs`` (default: own test).
 
+    ``probes``: ``"raw"`` (default; what a deployed verifier is asked to verify) or ``"fpdfsn"`` (validation and
+    test images FP-DFSN-processed like the training images; needs FP-DFSN enabled for this client).
     Returns the metrics dict (see :func:`models.metrics.verification_metrics`) and the test distances.
     """
+    if probes not in ("raw", "fpdfsn"):
+        raise ValueError(f"probes: expected 'raw' or 'fpdfsn', got {probes!r}")
+    images = data.images if probes == "raw" else data.fpdfsn_images
+    if images is None:
+        raise ValueError(f"client {data.name!r}: FP-DFSN probes asked for, but FP-DFSN is off for this client")
     test_pairs = data.test_pairs if test_pairs is None else test_pairs
-    val_d = pair_distances(encoder, data.images, data.val_pairs)
+    val_d = pair_distances(encoder, images, data.val_pairs)
     threshold = choose_threshold(val_d, data.val_pairs.label, criterion="accuracy")
-    test_d = pair_distances(encoder, data.images, test_pairs)
+    test_d = pair_distances(encoder, images, test_pairs)
     return verification_metrics(test_d, test_pairs.label, threshold), test_d

@@ -47,7 +47,7 @@ def node_client_data(cfg: ExperimentConfig, node_config: Mapping[str, Any], *, e
         The experiment (paths already absolute, see :func:`fedprint_config.app.with_base_dir`).
     node_config : mapping
         Flower node config: ``partition-id`` + ``num-partitions`` (simulation) or ``data-dir`` + ``layout``
-        (+ ``name``, ``beta``, ``client-id``) (deployment).
+        (+ ``name``, ``beta``, ``client-id``, ``dpi``) (deployment).
     experiment_key : str
         Identifies the experiment in the cache key (e.g. its path and modification time).
     """
@@ -66,7 +66,8 @@ def node_client_data(cfg: ExperimentConfig, node_config: Mapping[str, Any], *, e
     elif "data-dir" in node_config:
         root = resolve(_node_value(node_config, "data-dir", str), base_dir)
         layout = str(node_config.get("layout", "auto"))
-        records = load_dataset(layout, root)
+        dpi = _node_value(node_config, "dpi", float) if "dpi" in node_config else None
+        records = load_dataset(layout, root, dpi=dpi)
         name = str(node_config.get("name", root.name))
         beta = _node_value(node_config, "beta", float) if "beta" in node_config else cfg.fpdfsn.beta
         data = client_data(cfg, records, name=name, beta=beta, client_id=_client_id(node_config))

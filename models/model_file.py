@@ -35,6 +35,8 @@ from models.preprocess import InputSpec, describe
 from models.siamese import build_encoder
 
 FORMAT = "fedprint-model/1"
+#: File name of the shipped model (trained on synthetic prints only; see ``models/pretrained/MODEL_CARD.md``).
+PRETRAINED = "fedprint-synthetic.pt"
 _REQUIRED = ("format", "encoder", "embedding_dim", "state_dict", "input_pipeline", "threshold")
 
 
@@ -86,6 +88,11 @@ def model_bytes(encoder: nn.Module, *, encoder_name: str, embedding_dim: int, sp
     buf = io.BytesIO()
     torch.save(payload, buf)
     return buf.getvalue()
+
+
+def pretrained_path() -> Path:
+    """Path of the shipped model file (package data of :mod:`models`)."""
+    return Path(__file__).resolve().parent / "pretrained" / PRETRAINED
 
 
 def weighted_threshold(thresholds: Sequence[float], weights: Sequence[float]) -> float | None:

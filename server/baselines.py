@@ -35,24 +35,35 @@ def _fit(net: nn.Module, images: torch.Tensor, pairs: PairSet, cfg: TrainConfig,
     return history
 
 
+def _initial(encoder: str, embedding_dim: int, seed: int, encoder_kwargs: Mapping[str, Any] | None,
+             init_state: Mapping[str, Any] | None) -> nn.Module:
+    """A fresh encoder: random weights fixed by ``seed``, or ``init_state`` (e.g. the shipped pretrained model)."""
+    net = new_encoder(encoder, embedding_dim, seed, **(encoder_kwargs or {}))
+    if init_state is not None:
+        net.load_state_dict(dict(init_state))
+    return net
+
+
 def train_local(data: ClientData, *, encoder: str, embedding_dim: int, cfg: TrainConfig,
                 progress: bool = True, dp: Mapping[str, Any] | None = None,
-                encoder_kwargs: Mapping[str, Any] | None = None) -> tuple[nn.Module, list[dict]]:
+                encoder_kwargs: Mapping[str, Any] | None = None, init_state: Mapping[str, Any] | None = None,
+                ) -> tuple[nn.Module, list[dict]]:
     """Train a fresh encoder on one client's training pairs; returns it and the per-epoch history.
 
     ``dp``: None for plain training, or keyword arguments of :func:`client.dp_sgd.train_siamese_dp`
     (``DPSection.trainer_kwargs()``) to train with DP-SGD; history rows then carry the cumulative accounting.
     """
-    net = new_encoder(encoder, embedding_dim, cfg.seed, **(encoder_kwargs or {}))
+    net = _initial(encoder, embedding_dim, cfg.seed, encoder_kwargs, init_state)
     return net, _fit(net, data.images, data.train_pairs, cfg, dp, progress, data.name)
 
 
 def train_centralized(clients: Sequence[ClientData], *, encoder: str, embedding_dim: int, cfg: TrainConfig,
                       progress: bool = True, dp: Mapping[str, Any] | None = None,
-                      encoder_kwargs: Mapping[str, Any] | None = None) -> tuple[nn.Module, list[dict]]:
+                      encoder_kwargs: Mapping[str, Any] | None = None, init_state: Mapping[str, Any] | None = None,
+                ) -> tuple[nn.Module, list[dict]]:
     """Train one encoder on the union of all clients' training pairs (``dp`` as in :func:`train_local`)."""
     images, pairs = union(clients)
-    net = new_encoder(encoder, embedding_dim, cfg.seed, **(encoder_kwargs or {}))
+    net = _initial(encoder, embedding_dim, cfg.seed, encoder_kwargs, init_state)
     return net, _fit(net, images, pairs, cfg, dp, progress, "centralized")
 
 

@@ -27,7 +27,8 @@ def _point(cfg: ExperimentConfig, beta: float, sigma2: float | None, progress: b
     c = replace(cfg, fpdfsn=fp, partition=replace(cfg.partition, betas=()))
     clients = build_clients(c, progress=progress)
     net, hist = train_centralized(clients, encoder=c.model.encoder, embedding_dim=c.model.embedding_dim,
-                                  encoder_kwargs=c.model.encoder_kwargs(), cfg=replace(c.train, seed=c.run.seed),
+                                  encoder_kwargs=c.model.encoder_kwargs(), init_state=c.model.init_state(),
+                                  cfg=replace(c.train, seed=c.run.seed),
                                   progress=progress)
     rows = evaluate_clients(net, clients)
     return {"beta": beta, "sigma2": sigma2 if sigma2 is not None else "default",

@@ -123,9 +123,13 @@ def _pivot(results: Mapping[str, list[dict]], key: str, clients: list[str]) -> l
     return rows + [avg]
 
 
+#: Average EER at or above which a model is reported as barely verifying (chance is 0.5).
+NEAR_CHANCE_EER = 0.3
+
+
 def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str],
                  results: Mapping[str, list[dict]], failures: Mapping[str, list[dict]],
-                 timings: Mapping[str, float], partitions: list[dict]) -> Path:
+                 timings: Mapping[str, float], partitions: list[dict], real: list[dict] | None = None) -> Path:
     """Write results.csv/json, the plots and report.md into ``run_dir``; returns the report path."""
     flat = [{"method": m, **r} for m, rows in results.items() for r in rows]
     write_csv(run_dir / "results.csv", flat)
@@ -146,18 +150,27 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
             "wall time (s)": round(timings.get(m, float("nan")), 1),
         })
     problems = [{"method": m, **p} for m, ps in failures.items() for p in ps]
+    weak = [s["method"] for s in summary if not s["avg EER"] < NEAR_CHANCE_EER]
     lines = [
         f"# {cfg.run.name}: federated fingerprint verification\n",
         f"Clients: {len(clients)} ({cfg.partition.mode} partition); rounds T = {rounds}, local epochs "
         f"E = {cfg.train.epochs} (local-only / centralized: {rounds * cfg.train.epochs} epochs); input "
-        f"{cfg.model.input_size} px, encoder {cfg.model.encoder}; FP-DFSN "
-        f"{'on' if cfg.fpdfsn.enabled else 'off'}; AFFR step d = {fed.step}; FedProx μ = {fed.proximal_mu}; "
-        f"seed {cfg.run.seed}. Threshold per client from its validation pairs, metrics on its test pairs.\n",
+        f"{cfg.model.input_size} px at {cfg.model.input_dpi:g} dpi ({cfg.model.crop} crop), encoder "
+        f"{cfg.model.encoder} (width {cfg.model.width}), initial weights: {cfg.model.init}; FP-DFSN "
+        f"{'on the training prints (evaluation on raw probes)' if cfg.fpdfsn.enabled else 'off'}; AFFR step d = "
+        f"{fed.step}; FedProx μ = {fed.proximal_mu}; seed {cfg.run.seed}. Threshold per client from its "
+        "validation pairs, metrics on its test pairs (open-set: fingers never seen in training).\n",
+        (f"**Warning: {', '.join(weak)} did not get below {NEAR_CHANCE_EER:.0%} average EER; such models barely "
+         "verify, so differences between them are not results.**\n" if weak else ""),
         "## Clients\n", markdown_table(partitions),
         "## Per-client test accuracy (shape of seed 003 Table 3)\n",
         markdown_table(_pivot(results, "accuracy", clients)),
         "## Per-client test EER\n", markdown_table(_pivot(results, "eer", clients)),
         "## Methods (shape of seed 003 Table 4)\n", markdown_table(summary),
+        "## EER on real fingerprints (never used in training)\n",
+        (markdown_table(real) + "\nFVC protocol (all genuine pairs, first-impression impostor pairs); each model "
+         "with its own input pipeline.\n") if real else "No real samples available "
+        "(set FEDPRINT_REAL_SAMPLES to a folder of FVC-layout prints).\n",
         "## Failed or dropped clients\n",
         markdown_table(problems) if problems else "None: every client answered every round.\n",
         "## Files\n",

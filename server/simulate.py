@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 from client.evaluation import evaluate_on_pairs
 from client.model_export import export_model
 from client.node_data import experiment_partitions, partition_data
+from client.recognition import real_sample_rows
 from data.atomic_io import write_json, write_text
 from data.partition import summary as partition_summary
 from fedprint_config import FEDERATED, METHODS, load_experiment, resolve_experiment
@@ -144,11 +145,20 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
     results: dict[str, list[dict]] = {}
     failures: dict[str, list[dict]] = {}
     timings: dict[str, float] = {}
-    baseline_cfg = replace(cfg.train, epochs=rounds * cfg.train.epochs)
+    # Every method starts from the same model: the federated ones from cfg.model.new_encoder(run.seed).
+    baseline_cfg = replace(cfg.train, epochs=rounds * cfg.train.epochs, seed=cfg.run.seed)
+    init = cfg.model.init_state()
 
     clients = []
-    if {"local", "centralized"} & set(names):
+    if {"local", "centralized"} & set(names) or init is not None:
         clients = [partition_data(cfg, records, p, progress=progress) for p in parts]
+    if init is not None:  # what the starting model already does, so the report shows what training added
+        start = cfg.model.new_encoder(cfg.run.seed)
+        results[INITIAL] = [{"client": r["client"], **_keep(r)} for r in evaluate_clients(start, clients)]
+        failures[INITIAL], timings[INITIAL] = [], 0.0
+        names_shown = [INITIAL, *names]
+    else:
+        names_shown = list(names)
     for name in names:
         t0 = time.perf_counter()
         if name == "local":
@@ -156,8 +166,8 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
             for c in clients:
                 try:
                     net, _ = train_local(c, encoder=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim,
-                                         encoder_kwargs=cfg.model.encoder_kwargs(), cfg=baseline_cfg,
-                                         progress=progress)
+                                         encoder_kwargs=cfg.model.encoder_kwargs(), init_state=init,
+                                         cfg=baseline_cfg, progress=progress)
                     rows.append({"client": c.name, **_keep(evaluate_on_pairs(net, c)[0])})
                     export_model(run_dir / name / f"model_{c.name}.pt".replace(":", "_"), net, cfg,
                                  cfg.model.input_spec(), method=f"local {c.name}", clients=[c],
@@ -168,8 +178,8 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
             write_json(run_dir / name / "metrics.json", {"clients": rows, "problems": fails})
         elif name == "centralized":
             net, _ = train_centralized(clients, encoder=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim,
-                                       encoder_kwargs=cfg.model.encoder_kwargs(), cfg=baseline_cfg,
-                                       progress=progress)
+                                       encoder_kwargs=cfg.model.encoder_kwargs(), init_state=init,
+                                       cfg=baseline_cfg, progress=progress)
             results[name] = [{"client": r["client"], **_keep(r)} for r in evaluate_clients(net, clients)]
             export_model(run_dir / name / "model.pt", net, cfg, cfg.model.input_spec(), method=name,
                          clients=clients, metrics={"test": results[name]}, provenance=provenance())
@@ -186,10 +196,27 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
         timings[name] = time.perf_counter() - t0
         print(f"fedprint simulate: {name} done in {timings[name]:.0f} s", flush=True)
 
-    report = write_report(run_dir, cfg=cfg, fed=fed, rounds=rounds, methods=names, results=results,
-                          failures=failures, timings=timings, partitions=partition_summary(parts, records))
+    models = {}
+    for m in names:
+        files = _model_files(run_dir / m)
+        models.update({m if len(files) == 1 else f"{m} ({f.stem[len('model_'):]})": f for f in files})
+    real = real_sample_rows(models)
+    report = write_report(run_dir, cfg=cfg, fed=fed, rounds=rounds, methods=names_shown, results=results,
+                          failures=failures, timings=timings, partitions=partition_summary(parts, records),
+                          real=real)
     print(f"fedprint simulate: report at {report}", flush=True)
     return run_dir
+
+
+#: Row name of the starting model when every method starts from given weights (``[model] init``).
+INITIAL = "initial model"
+
+
+def _model_files(method_dir: Path) -> list[Path]:
+    """The model file(s) a method wrote: ``model.pt`` (one global / centralized model) or one per client."""
+    if (method_dir / "model.pt").is_file():
+        return [method_dir / "model.pt"]
+    return sorted(method_dir.glob("model_*.pt"))
 
 
 def _keep(metrics: Mapping[str, Any]) -> dict[str, float]:

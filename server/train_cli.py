@@ -6,12 +6,12 @@ import argparse
 
 
 def _train(args: argparse.Namespace) -> int:
-    from fedprint_config import load_config
+    from fedprint_config import load_config, resolve_experiment
     from server.train_run import run_training
 
     if args.classical_pairs < 0:
         raise ValueError(f"--classical-pairs: expected an integer >= 0, got {args.classical_pairs}")
-    run_dir = run_training(load_config(args.config), args.mode, progress=not args.quiet,
+    run_dir = run_training(load_config(resolve_experiment(args.config)), args.mode, progress=not args.quiet,
                            classical_pairs=args.classical_pairs)
     print(f"run directory: {run_dir}\nreport: {run_dir / 'report.md'}")
     return 0
@@ -25,10 +25,10 @@ def _floats(text: str) -> list[float]:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from fedprint_config import load_config
+    from fedprint_config import load_config, resolve_experiment
     from server.fpdfsn_sweep import run_sweep
 
-    run_dir = run_sweep(load_config(args.config), betas=args.beta, sigma2s=args.sigma2,
+    run_dir = run_sweep(load_config(resolve_experiment(args.config)), betas=args.beta, sigma2s=args.sigma2,
                         sigma2_beta=args.sigma2_beta, progress=not args.quiet)
     print(f"run directory: {run_dir}\nreport: {run_dir / 'report.md'}")
     return 0

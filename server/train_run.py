@@ -19,6 +19,7 @@ from client.evaluation import evaluate_on_pairs
 from client.experiment_data import build_clients
 from client.local_data import ClientData
 from client.model_export import export_model
+from client.recognition import real_sample_rows
 from data.atomic_io import write_csv, write_json, write_text
 from data.pairs import PairSet
 from fedprint_config import ExperimentConfig
@@ -83,7 +84,7 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
     write_csv(run_dir / "clients.csv", [c.summary() for c in clients])
     train_cfg = replace(cfg.train, seed=cfg.run.seed)
     kw = {"encoder": cfg.model.encoder, "embedding_dim": cfg.model.embedding_dim, "cfg": train_cfg,
-          "encoder_kwargs": cfg.model.encoder_kwargs(),
+          "encoder_kwargs": cfg.model.encoder_kwargs(), "init_state": cfg.model.init_state(),
           "progress": progress, "dp": cfg.dp.trainer_kwargs() if cfg.dp.enabled else None}
     if mode == "centralized":
         net, hist = train_centralized(clients, **kw)
@@ -95,18 +96,21 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
             models[f"local-{c.name}"] = (net, [c], hist)
     t_train = time.perf_counter() - t0
 
-    rows, history, curves = [], [], {}
+    rows, history, curves, model_files = [], [], {}, {}
     for name, (net, evaluated, hist) in models.items():
         history += [{"model": name, **h} for h in hist]
         for row, c in zip(evaluate_clients(net, evaluated), evaluated, strict=True):
+            if c.fpdfsn_images is not None:  # second column: probes FP-DFSN-processed like the training prints
+                row["eer_fpdfsn_probes"] = evaluate_on_pairs(net, c, probes="fpdfsn")[0]["eer"]
             rows.append({"model": name, **row})
             _, test_d = evaluate_on_pairs(net, c)
             label = f"{name} on {c.name}" if len(evaluated) > 1 else name
             curves[label] = (test_d, c.test_pairs.label)
             write_roc_csv(run_dir / f"roc_{name}_{c.name}.csv".replace(":", "_"), test_d, c.test_pairs.label)
-        export_model(run_dir / f"model_{name}.pt".replace(":", "_"), net, cfg, spec, method=name,
-                     clients=evaluated, provenance=provenance(),
-                     metrics={"test": [r for r in rows if r["model"] == name]})
+        model_files[name] = export_model(run_dir / f"model_{name}.pt".replace(":", "_"), net, cfg, spec,
+                                         method=name, clients=evaluated, provenance=provenance(),
+                                         metrics={"test": [r for r in rows if r["model"] == name]})
+    real = real_sample_rows(model_files)
     comparison = []
     if classical_pairs > 0:
         for name, (net, evaluated, _) in models.items():
@@ -119,7 +123,7 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
     dp = dp_summary(cfg, {name: hist for name, (_, _, hist) in models.items()})
     write_json(run_dir / "metrics.json", {"per_client": rows, "average": avg, "train_seconds": t_train, "dp": dp})
     plot_roc(run_dir / "roc.png", curves, title=f"{cfg.run.name} ({mode}) — test pairs")
-    report = _report(cfg, mode, clients, rows, avg, history, t_train, dp)
+    report = _report(cfg, mode, clients, rows, avg, history, t_train, dp, real)
     if comparison:
         report += ("\n## Deep verifier vs an independent classical matcher (same test pairs)\n\n"
                    "afis Gabor minutiae + Bozorth3 on a random subset of each client's test pairs; lower EER is "
@@ -153,17 +157,22 @@ def _dp_section(dp: dict) -> str:
             + f"\n**Unit of privacy.** {dp['group_privacy']}\n\n")
 
 
-def _report(cfg, mode, clients, rows, avg, history, seconds, dp) -> str:
+def _report(cfg, mode, clients, rows, avg, history, seconds, dp, real) -> str:
     fp = "FP-DFSN on (perturbation, not differential privacy)" if cfg.fpdfsn.enabled else "FP-DFSN off"
     dp_line = (f"; **DP-SGD on** (max ε = {dp['max_epsilon']:.3g}, see below)" if dp["enabled"]
                else "; DP-SGD off")
     loss_cols = ["model", "epoch", "loss", "pairs"] + (["epsilon"] if dp["enabled"] else [])
     return (
         f"# {cfg.run.name}: {mode} training\n\n"
-        f"- encoder `{cfg.model.encoder}` (d = {cfg.model.embedding_dim}), input {cfg.model.input_size} px, "
-        f"{cfg.train.epochs} epochs, Adam lr {cfg.train.lr}, batch {cfg.train.batch_size}, "
-        f"margin {cfg.train.margin}; {fp}{dp_line}\n"
-        f"- split protocol: **{cfg.data.protocol}-set** (open-set: test fingers never seen in training); "
+        f"- encoder `{cfg.model.encoder}` (d = {cfg.model.embedding_dim}, width {cfg.model.width}), input "
+        f"{cfg.model.input_size} px at {cfg.model.input_dpi:g} dpi ({cfg.model.crop} crop), initial weights "
+        f"{cfg.model.init}; {cfg.train.epochs} epochs, sampler {cfg.train.sampler} (P {cfg.train.p} x K "
+        f"{cfg.train.k}), augmentation {'on' if cfg.train.augment else 'off'}, Adam lr {cfg.train.lr} "
+        f"({cfg.train.schedule}), margin {cfg.train.margin}; {fp}{dp_line}\n"
+        "- evaluation on raw probes (what a deployed verifier sees)"
+        + ("; `eer_fpdfsn_probes`: the same test pairs with FP-DFSN-processed probes\n" if cfg.fpdfsn.enabled
+           else "\n")
+        + f"- split protocol: **{cfg.data.protocol}-set** (open-set: test fingers never seen in training); "
         "decision threshold chosen on each client's validation pairs, never on test pairs\n"
         f"- wall time (data + training): {seconds:.0f} s\n\n"
         "## Data per client\n\n"
@@ -171,10 +180,14 @@ def _report(cfg, mode, clients, rows, avg, history, seconds, dp) -> str:
                          ["client", "domain", "beta", "fingers", "images", "train_pairs", "val_pairs",
                           "test_pairs"])
         + "\n## Test metrics\n\n"
-        + markdown_table(rows, ["model", *METRIC_COLUMNS])
+        + markdown_table(rows, ["model", *METRIC_COLUMNS, *(["eer_fpdfsn_probes"] if cfg.fpdfsn.enabled else [])])
         + f"\nAverage over clients: accuracy {avg['accuracy']:.4f}, EER {avg['eer']:.4f}, "
           f"ROC AUC {avg['roc_auc']:.4f}, FNMR@FMR1% {avg['fmr100']:.4f}\n\n"
-        "## Training loss\n\n"
+        "## EER on real fingerprints (never used in training)\n\n"
+        + (markdown_table(real) + "\nFVC protocol (all genuine pairs, first-impression impostor pairs).\n\n"
+           if real else "No real samples available (set FEDPRINT_REAL_SAMPLES to a folder of FVC-layout "
+           "prints).\n\n")
+        + "## Training loss\n\n"
         + markdown_table(history, loss_cols)
         + "\n" + _dp_section(dp)
         + "![ROC](roc.png)\n"

@@ -130,7 +130,7 @@ def test_load_run_reads_a_simulate_run(tiny_run, tmp_path):
     sim = tmp_path / "sim"
     (sim / "fedavg" / "checkpoint").mkdir(parents=True)
     (sim / "config.json").write_text(json.dumps({"experiment": info.cfg.to_dict(), "rounds": 3}, default=str))
-    sd = new_encoder("compact", 16, 5).state_dict()
+    sd = new_encoder("compact", 16, 5, width=16).state_dict()
     np.savez(sim / "fedavg" / "checkpoint" / "arrays-r0003.npz",
              **{f"a{i:04d}": v.numpy() for i, v in enumerate(sd.values())})
     (sim / "fedavg" / "checkpoint" / "state.json").write_text(json.dumps(

@@ -235,7 +235,7 @@ def test_client_replies_carry_only_model_arrays_and_bounded_scalars(tmp_path):
     node_config["data-dir"] = str(tmp_path / "institutions" / "lab-b")  # what the /data mount holds
     ctx = Context(run_id=1, node_id=7, node_config=node_config, state=RecordDict(),
                   run_config={"experiment": str(exp), "base-dir": "", "client-threads": 1})
-    global_arrays = ArrayRecord(new_encoder("compact", 16, 3).state_dict())
+    global_arrays = ArrayRecord(new_encoder("compact", 16, 3, width=16).state_dict())
     model_bytes = sum(a.numpy().nbytes for a in global_arrays.values())
 
     replies = []

@@ -49,6 +49,7 @@ seed = 3
 kind = "dataset"
 layout = "generic"
 root = "{data}"
+dpi = 250.0
 
 [partition]
 mode = "iid"
@@ -91,7 +92,7 @@ def test_train_handler_gap_and_state(tmp_path):
     defaults = {"experiment": str(exp)}
     ctx = Context(run_id=1, node_id=7, node_config={"partition-id": 1, "num-partitions": 2},
                   state=RecordDict(), run_config={})
-    arrays = ArrayRecord(new_encoder("compact", 16, 3).state_dict())
+    arrays = ArrayRecord(new_encoder("compact", 16, 3, width=16).state_dict())
 
     reply = train_handler(train_message(arrays, 1), ctx, defaults=defaults)
     m = reply.content["metrics"]
@@ -117,7 +118,7 @@ def test_train_handler_gap_and_state(tmp_path):
 def test_train_handler_rejects_unknown_node_config(tmp_path):
     exp = write_experiment(tmp_path)
     ctx = Context(run_id=1, node_id=7, node_config={"foo": 1}, state=RecordDict(), run_config={})
-    arrays = ArrayRecord(new_encoder("compact", 16, 3).state_dict())
+    arrays = ArrayRecord(new_encoder("compact", 16, 3, width=16).state_dict())
     with pytest.raises(ValueError, match="partition-id"):
         train_handler(train_message(arrays, 1), ctx, defaults={"experiment": str(exp)})
 
@@ -160,7 +161,7 @@ def test_simulation_end_to_end_and_resume(tmp_path, monkeypatch):
 def test_checkpoint_roundtrip(tmp_path):
     from server.checkpoint import save_checkpoint
 
-    arrays = ArrayRecord(new_encoder("compact", 16, 0).state_dict())
+    arrays = ArrayRecord(new_encoder("compact", 16, 0, width=16).state_dict())
     save_checkpoint(tmp_path, 1, arrays, strategy="affr", strategy_state={"x": 1}, rounds=[{"round": 1}])
     save_checkpoint(tmp_path, 2, arrays, strategy="affr", strategy_state={"x": 2}, rounds=[{"round": 2}])
     state, back = load_checkpoint(tmp_path)
