@@ -117,7 +117,8 @@ def train_siamese(
     Returns
     -------
     list of dict
-        Per epoch: ``epoch``, ``loss`` (mean over steps), ``pairs`` (pairs scored), ``genuine``, ``seconds``.
+        Per epoch: ``epoch``, ``loss`` (mean over steps), ``pairs`` (pairs scored), ``genuine``, ``images``
+        (forward passes), ``seconds``.
     """
     if len(pairs) == 0 or pairs.n_genuine == 0:
         raise ValueError("train_siamese: the training pairs contain no genuine pair; nothing to learn from")
@@ -146,7 +147,7 @@ def train_siamese(
             steps_idx = [slice(s, s + cfg.batch_size) for s in range(0, len(order), cfg.batch_size)]
         if sched is None:
             sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg, cfg.epochs * len(steps_idx)))
-        total, steps, scored, genuine = 0.0, 0, 0, 0
+        total, steps, scored, genuine, embedded = 0.0, 0, 0, 0, 0
         bar = tqdm(range(len(steps_idx)), desc=f"{desc} epoch {epoch + 1}/{cfg.epochs}", disable=not progress,
                    leave=False, unit="batch")
         for s in bar:
@@ -156,7 +157,7 @@ def train_siamese(
                 loss = batch_contrastive_loss(encoder(x), lab, margin=cfg.margin, balance=cfg.balance)
                 n = len(idx)
                 g = int(np.sum(np.bincount(step_labels[s]) * (np.bincount(step_labels[s]) - 1) // 2))
-                scored, genuine = scored + n * (n - 1) // 2, genuine + g
+                scored, genuine, embedded = scored + n * (n - 1) // 2, genuine + g, embedded + n
             else:
                 sl = steps_idx[s]
                 ia, ib = torch.from_numpy(a[sl].astype(np.int64)), torch.from_numpy(b[sl].astype(np.int64))
@@ -164,6 +165,7 @@ def train_siamese(
                 e2 = encoder(augment(images[ib], aug, gen))
                 loss = contrastive_loss(e1, e2, torch.from_numpy(y[sl]), margin=cfg.margin)
                 scored, genuine = scored + len(ia), genuine + int(y[sl].sum())
+                embedded += 2 * len(ia)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -172,7 +174,7 @@ def train_siamese(
             steps += 1
             bar.set_postfix(loss=f"{total / steps:.4f}")
         history.append({"epoch": epoch + 1, "loss": total / max(steps, 1), "pairs": scored, "genuine": genuine,
-                        "seconds": time.perf_counter() - t0})
+                        "images": embedded, "seconds": time.perf_counter() - t0})
     return history
 
 

@@ -123,6 +123,25 @@ def test_train_handler_rejects_unknown_node_config(tmp_path):
         train_handler(train_message(arrays, 1), ctx, defaults={"experiment": str(exp)})
 
 
+@pytest.mark.parametrize("strategy", ["fedavg", "affr"])
+def test_one_round_through_the_real_flower_apps(tmp_path, monkeypatch, strategy):
+    """Default-run end-to-end check: two tiny clients, one round through the real ServerApp / ClientApp in
+    Flower's simulation runtime; replies arrive, metrics are finite, the global model file is written."""
+    from models.model_file import load_model
+    from server.simulate import run_federated
+
+    monkeypatch.setenv("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
+    exp = write_experiment(tmp_path, clients=2, rounds=1, fingers=12)
+    run_dir = tmp_path / strategy
+    run_federated(exp, strategy, run_dir, num_clients=2, progress=False)
+    final = json.loads((run_dir / "final.json").read_text())
+    assert final["rounds"] == 1 and len(final["clients"]) == 2 and not final["problems"]
+    assert all(math.isfinite(c["eer"]) for c in final["clients"])
+    model = load_model(run_dir / "model.pt")
+    assert model.meta["method"] == strategy and model.threshold is not None
+    assert model.meta["provenance"]["packages"]["flwr"]
+
+
 @pytest.mark.slow
 def test_simulation_end_to_end_and_resume(tmp_path, monkeypatch):
     from server.simulate import run_federated
