@@ -6,7 +6,8 @@ Request (``Message`` of type ``query.publish``): a ConfigRecord ``config`` with
   "paper", default "sound"), ``epsilon`` (float > 0);
 * ``record-index`` (int, index into the node's records, the same order training uses) or ``record-key``
   (str, :attr:`data.record.FingerprintRecord.key`);
-* optional ``seed`` (int) for the noise and ``round`` (int) for the ledger's windowed budget.
+* optional ``round`` (int) for the ledger's windowed budget. A ``seed`` is refused: the noise comes from OS
+  entropy only, so no requester can choose it and nothing in the reply or the ledger can regenerate it.
 
 Node config: ``ledger-path`` (JSON ledger of this institution, relative to ``base-dir``), ``privacy-budget``
 (total ε per finger identity), optional ``privacy-window`` + ``privacy-window-epsilon`` (seed 002 Thm 4), plus
@@ -59,6 +60,9 @@ def _request(config: ConfigRecord) -> dict[str, Any]:
             raise ValueError(f"request: missing {key!r}")
     if ("record-index" in config) == ("record-key" in config):
         raise ValueError("request: give exactly one of 'record-index' and 'record-key'")
+    if "seed" in config:
+        raise ValueError("request: 'seed' is not accepted: DP noise comes from OS entropy only (a chosen seed "
+                         "would let the requester regenerate the noise and subtract it)")
     return dict(config)
 
 
@@ -83,8 +87,7 @@ def publish_handler(msg: Message, context: Context, *, defaults: Mapping[str, An
         ledger = node_ledger(context.node_config, base_dir or Path.cwd())
         data, _ = node_client_data(cfg, context.node_config, experiment_key=key, base_dir=base_dir)
         rec = _find_record(data.records, req)
-        seed = req.get("seed")
-        rng = np.random.default_rng(None if seed is None else int(seed))
+        rng = np.random.default_rng()  # OS entropy; never stored, never chosen by the requester
         pub, res = release(str(req["mechanism"]), rec.image, req["epsilon"], rng, str(req.get("variant", "sound")),
                            ledger=ledger, unit=rec.identity, image_id=rec.key,
                            round=None if req.get("round") is None else int(req["round"]))

@@ -1,7 +1,12 @@
 """``fedprint publish``: one DP release of a fingerprint image (or its minutiae) offline, through a ledger.
 
     fedprint publish --mechanism dp-rklap --variant sound --epsilon 1 IMAGE -o OUT.png \\
-        [--ledger LEDGER.json --budget 10 --unit FINGER_ID] [--seed 0]
+        [--ledger LEDGER.json --budget 10 --unit FINGER_ID]
+
+The mechanism's noise comes from OS entropy only (``numpy.random.default_rng()`` without a seed): no option
+chooses it and nothing written (release, sidecar, ledger) can regenerate it — a known seed would let anyone
+regenerate the noise and subtract it. The sidecar names neither the seed nor the input file (file names such as
+SOCOFing's encode subject, sex, hand and finger).
 
 Outputs: the released image (PNG) for image mechanisms, or the released point set (``.json`` or ``.csv``) for
 point-set mechanisms, plus ``OUT.guarantee.json`` with the guarantee and the release's parameters. The
@@ -46,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window", type=int, help="window length (releases) of a new ledger's sustainable budget")
     p.add_argument("--window-epsilon", type=float, help="ε per window of a new ledger")
     p.add_argument("--unit", help="finger identity charged in the ledger (required with --ledger)")
-    p.add_argument("--seed", type=int, help="seed of the mechanism's noise (default: fresh entropy)")
+    p.add_argument("--seed", type=int, help=argparse.SUPPRESS)  # refused with an explanation, see run()
     p.set_defaults(func=run)
 
     e = sub.add_parser("publish-eval", help="usability benchmark of the publication mechanisms (paper vs sound)")
@@ -120,6 +125,9 @@ def _tmp(path: Path) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     out: Path = args.out
+    if args.seed is not None:
+        raise ValueError("--seed: not accepted: DP noise comes from OS entropy only (a chosen seed would let "
+                         "anyone regenerate the noise and subtract it)")
     # Everything that can be checked without running anything, first.
     is_points = registry.releases_points(args.mechanism)  # unknown mechanism -> ValueError
     suffix = out.suffix.lower()
@@ -131,12 +139,12 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"-o {out}: directory {out.parent} does not exist")
     ledger = _open_ledger(args)
     image = read_gray(args.image)
-    rng = np.random.default_rng(args.seed)
+    rng = np.random.default_rng()  # OS entropy; never stored
     pub, res = release(args.mechanism, image, args.epsilon, rng, args.variant, ledger=ledger, unit=args.unit,
                        image_id=str(args.image))
 
     sidecar = out.with_name(out.name + ".guarantee.json")
-    meta = {"mechanism": pub.mechanism, "variant": pub.variant, "image": str(args.image), "seed": args.seed,
+    meta = {"mechanism": pub.mechanism, "variant": pub.variant,
             "spent_epsilon": pub.spent_epsilon, "spent_delta": pub.spent_delta, "unit": args.unit,
             "guarantee": pub.guarantee.to_dict(), "statement": pub.guarantee.statement(),
             "details": {k: v for k, v in pub.details.items() if _jsonable(v)}}

@@ -42,7 +42,7 @@ def test_publish_pointset_writes_points_sidecar_and_ledger(files, capsys):
     d, good, _, _ = files
     ledger = d / "ledger.json"
     args = ["publish", "--mechanism", "pointset", "--epsilon", "2", str(good), "-o", str(d / "out.json"),
-            "--ledger", str(ledger), "--budget", "3", "--unit", "finger-1", "--seed", "0"]
+            "--ledger", str(ledger), "--budget", "3", "--unit", "finger-1"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "2-DP" in out and "one minutia" in out and "epsilon 1 left" in out
@@ -52,10 +52,29 @@ def test_publish_pointset_writes_points_sidecar_and_ledger(files, capsys):
     assert side["guarantee"]["dp"] is True and side["spent_epsilon"] == 2.0 and side["details"]["k"] >= 1
     hist = Ledger.open(ledger).history()
     assert len(hist) == 1 and hist[0]["units"] == ["finger-1"] and "2-DP" in hist[0]["guarantee"]
-    # CSV output, same seed -> same release
-    assert main(args[:6] + ["-o", str(d / "out.csv"), "--seed", "0"]) == 0
+    assert "seed" not in side and str(good) not in json.dumps(side)  # nothing that regenerates noise or names input
+    # CSV output of the same request: fresh noise, so a different release
+    assert main(args[:6] + ["-o", str(d / "out.csv")]) == 0
     csv = np.loadtxt(d / "out.csv", delimiter=",", skiprows=1)
-    assert np.allclose(csv, np.array(pts["points"]), atol=1e-5)
+    assert csv.shape == np.array(pts["points"]).shape and not np.allclose(csv, np.array(pts["points"]), atol=1e-5)
+
+
+def test_publish_refuses_a_chosen_seed(files, capsys):
+    d, good, _, _ = files
+    assert main(["publish", "--mechanism", "lap", "--variant", "sound", "--epsilon", "2", str(good), "-o",
+                 str(d / "out.png"), "--seed", "0"]) == 2
+    assert "OS entropy" in capsys.readouterr().err and _outputs(d) == set()
+
+
+def test_same_image_published_twice_differs(files):
+    d, good, _, _ = files
+    for name in ("out1.png", "out2.png"):
+        assert main(["publish", "--mechanism", "lap", "--variant", "sound", "--epsilon", "2", str(good), "-o",
+                     str(d / name)]) == 0
+    import cv2
+
+    a, b = (cv2.imread(str(d / n), cv2.IMREAD_GRAYSCALE) for n in ("out1.png", "out2.png"))
+    assert a.shape == b.shape and np.mean(a != b) > 0.5
 
 
 @pytest.mark.parametrize("case", ["zero-eps", "negative-eps", "below-minimum", "unknown", "unreadable",
@@ -88,7 +107,7 @@ def test_bad_input_writes_and_charges_nothing(files, case, monkeypatch, capsys):
     elif case == "missing-file":
         image = d / "absent.png"
     code = main(["publish", "--mechanism", mech, "--epsilon", eps, str(image), "-o", str(out),
-                 "--ledger", str(ledger), "--unit", "finger-1", "--seed", "1"])
+                 "--ledger", str(ledger), "--unit", "finger-1"])
     err = capsys.readouterr().err
     assert code == 2 and "error:" in err
     expected = {"zero-eps": "must be > 0", "negative-eps": "must be > 0", "below-minimum": "documented minimum",
@@ -143,7 +162,10 @@ def test_query_handler_publishes_through_node_ledger(tmp_path):
                   node_config={"partition-id": 0, "num-partitions": 1, "ledger-path": str(ledger),
                                "privacy-budget": 1.0})
     defaults = {"experiment": str(exp)}
-    reply = publish_handler(_query(mechanism="pointset", epsilon=0.6, **{"record-index": 0, "seed": 1}), ctx,
+    seeded = publish_handler(_query(mechanism="pointset", epsilon=0.6, **{"record-index": 0, "seed": 1}), ctx,
+                             defaults=defaults)
+    assert seeded.has_error() and "OS entropy" in seeded.error.reason and not ledger.exists()
+    reply = publish_handler(_query(mechanism="pointset", epsilon=0.6, **{"record-index": 0}), ctx,
                             defaults=defaults)
     assert not reply.has_error()
     pts = reply.content["release"]["points"].numpy()
@@ -168,3 +190,18 @@ def test_query_handler_publishes_through_node_ledger(tmp_path):
     other = publish_handler(_query(mechanism="pointset", epsilon=0.6, **{"record-key": key}), ctx,
                             defaults=defaults)
     assert not other.has_error() and other.content["guarantee"]["unit"] != unit
+
+
+def test_query_twice_with_the_same_request_gives_fresh_noise(tmp_path):
+    from client.publish_handler import publish_handler
+
+    exp = _experiment(tmp_path)
+    ctx = Context(run_id=1, node_id=7, state=RecordDict(), run_config={},
+                  node_config={"partition-id": 0, "num-partitions": 1, "ledger-path": str(tmp_path / "l.json"),
+                               "privacy-budget": 1.0})
+    req = dict(mechanism="lap", variant="sound", epsilon=0.3, **{"record-index": 0})
+    a, b = (publish_handler(_query(**req), ctx, defaults={"experiment": str(exp)}) for _ in range(2))
+    assert not a.has_error() and not b.has_error()
+    ia, ib = a.content["release"]["image"].numpy(), b.content["release"]["image"].numpy()
+    assert ia.shape == ib.shape and np.mean(ia != ib) > 0.5
+    assert "seed" not in dict(a.content["guarantee"])
