@@ -33,6 +33,7 @@ modification of a hooked module's output. The result is numerically identical; t
 from __future__ import annotations
 
 import math
+import secrets
 import warnings
 from dataclasses import dataclass, field
 
@@ -245,6 +246,16 @@ def _check_dp(noise_multiplier, max_grad_norm, delta, target_epsilon, accountant
         raise ValueError(f"target_epsilon: expected a finite number > 0, got {target_epsilon!r}")
 
 
+def entropy_generator() -> torch.Generator:
+    """A torch generator seeded with 63 bits from the OS CSPRNG (``secrets``); the seed is never stored.
+
+    Used for DP-SGD's Poisson sampling and Gaussian noise: nothing a run writes (its seed, config or files) can
+    regenerate the noise. torch's generator itself is not a CSPRNG (Opacus's ``secure_mode`` would need
+    torchcsprng, which cannot be installed here); its state is never exposed, only the noisy model is.
+    """
+    return torch.Generator().manual_seed(secrets.randbits(63))
+
+
 def make_dp_trainer(
     encoder: nn.Module,
     images: torch.Tensor,
@@ -256,6 +267,7 @@ def make_dp_trainer(
     delta: float | None = None,
     target_epsilon: float | None = None,
     accountant: str = "rdp",
+    generators: tuple[torch.Generator, torch.Generator] | None = None,
 ) -> DPSiameseTrainer:
     """Wrap ``encoder`` for DP-SGD on the fixed pair set drawn from ``pairs`` (see module docstring).
 
@@ -269,7 +281,7 @@ def make_dp_trainer(
         The client's training pair pool; the DP dataset is :func:`dp_pair_set` of it.
     cfg : TrainConfig
         ``lr`` (Adam), ``batch_size`` (expected pairs per step, q = 1 / ceil(n / batch_size)), ``margin``,
-        ``impostor_ratio``, ``max_pairs_per_epoch``, ``seed`` (pair set, Poisson sampling and noise), ``epochs``
+        ``impostor_ratio``, ``max_pairs_per_epoch``, ``seed`` (the fixed pair set only), ``epochs``
         (only used to calibrate σ when ``target_epsilon`` is given).
     noise_multiplier : float or None
         σ, noise std relative to ``max_grad_norm`` (default 1.0). None iff ``target_epsilon`` is given.
@@ -282,21 +294,27 @@ def make_dp_trainer(
         ``make_private_with_epsilon``).
     accountant : {"rdp", "prv"}
         Opacus accountant (default "rdp").
+    generators : (torch.Generator, torch.Generator), optional
+        Poisson-sampling and noise generators, for tests only. Default: two generators seeded from OS entropy
+        (:func:`entropy_generator`), so every run, and every client of a run, draws independent noise.
     """
     _check_dp(noise_multiplier, max_grad_norm, delta, target_epsilon, accountant)
     fixed = dp_pair_set(pairs, cfg)
     delta = default_delta(len(fixed)) if delta is None else float(delta)
     dataset = TensorDataset(torch.from_numpy(fixed.a), torch.from_numpy(fixed.b),
                             torch.from_numpy(fixed.label.astype(np.float32)))
-    loader = DataLoader(dataset, batch_size=cfg.batch_size,
-                        generator=torch.Generator().manual_seed(cfg.seed))
+    # Poisson sampling and Gaussian noise: generators seeded from the OS CSPRNG, never stored, so no run seed or
+    # file can regenerate them (Opacus's secure_mode needs torchcsprng, which cannot be installed here).
+    # Tests pass their own generators through ``generators``.
+    sample_gen, noise_gen = generators if generators is not None else (entropy_generator(), entropy_generator())
+    loader = DataLoader(dataset, batch_size=cfg.batch_size, generator=sample_gen)
     inplace = _set_inplace(encoder, False)
     module = PairDistance(encoder)
     optimizer = torch.optim.Adam(module.parameters(), lr=cfg.lr)
     engine = PrivacyEngine(accountant=accountant)
     common = {"module": module, "optimizer": optimizer, "data_loader": loader, "max_grad_norm": max_grad_norm,
               "grad_sample_mode": GRAD_SAMPLE_MODE, "poisson_sampling": True,
-              "noise_generator": torch.Generator().manual_seed(cfg.seed + 1)}
+              "noise_generator": noise_gen}
     if target_epsilon is not None:
         gsm, dp_opt, dp_loader = engine.make_private_with_epsilon(
             **common, target_epsilon=target_epsilon, target_delta=delta, epochs=cfg.epochs)
@@ -318,6 +336,7 @@ def train_siamese_dp(
     delta: float | None = None,
     target_epsilon: float | None = None,
     accountant: str = "rdp",
+    generators: tuple[torch.Generator, torch.Generator] | None = None,
     progress: bool = True,
     desc: str = "dp-train",
 ) -> tuple[list[dict], dict]:
@@ -335,7 +354,7 @@ def train_siamese_dp(
     """
     trainer = make_dp_trainer(encoder, images, pairs, cfg, noise_multiplier=noise_multiplier,
                               max_grad_norm=max_grad_norm, delta=delta, target_epsilon=target_epsilon,
-                              accountant=accountant)
+                              accountant=accountant, generators=generators)
     history = []
     try:
         for epoch in range(cfg.epochs):

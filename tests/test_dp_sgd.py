@@ -189,3 +189,29 @@ def test_fedprint_train_with_dp(dataset_config, tmp_path):  # noqa: F811
     report = (run_dir / "report.md").read_text()
     assert GROUP_PRIVACY_NOTE in report and "DP-SGD on" in report
     assert 0.0 <= metrics["average"]["eer"] <= 1.0
+
+
+def test_two_runs_with_the_same_config_draw_different_noise(client):
+    """DP noise and Poisson sampling come from OS entropy: the same config and seed never give the same model."""
+    from client.dp_sgd import train_siamese_dp
+
+    params = []
+    for _ in range(2):
+        enc = _encoder(0)
+        train_siamese_dp(enc, client.images, client.train_pairs, TrainConfig(epochs=1, batch_size=8, seed=0),
+                         noise_multiplier=1.0, progress=False)
+        params.append(torch.cat([p.detach().reshape(-1) for p in enc.parameters()]))
+    assert not torch.allclose(params[0], params[1])
+
+
+def test_injected_generators_make_dp_training_reproducible_for_tests(client):
+    from client.dp_sgd import train_siamese_dp
+
+    params = []
+    for _ in range(2):
+        enc = _encoder(0)
+        gens = (torch.Generator().manual_seed(1), torch.Generator().manual_seed(2))
+        train_siamese_dp(enc, client.images, client.train_pairs, TrainConfig(epochs=1, batch_size=8, seed=0),
+                         noise_multiplier=1.0, progress=False, generators=gens)
+        params.append(torch.cat([p.detach().reshape(-1) for p in enc.parameters()]))
+    assert torch.equal(params[0], params[1])
