@@ -62,4 +62,14 @@ def experiment(conf: Mapping[str, Any]) -> tuple[ExperimentConfig, FederationCon
     base_dir = str(conf.get("base-dir") or "") or None
     path = resolve_experiment(str(conf["experiment"]), base_dir)
     cfg, fed = load_experiment(path)
+    refuse_dp_in_federated_runs(cfg, str(path))
     return with_base_dir(cfg, base_dir or Path.cwd()), fed, f"{path}@{path.stat().st_mtime_ns}", base_dir
+
+
+def refuse_dp_in_federated_runs(cfg: ExperimentConfig, source: str) -> None:
+    """``[dp] enabled = true`` is honoured by ``fedprint train`` only: a federated run refuses it rather than
+    silently training without DP (so nobody believes a federated model had a DP guarantee it does not have)."""
+    if cfg.dp.enabled:
+        raise ValueError(f"{source}: [dp] enabled = true: DP-SGD is not implemented for federated runs (simulate, "
+                         "demo, the Flower apps) — they would train without it; use `fedprint train` for "
+                         "DP-SGD, or set [dp] enabled = false")

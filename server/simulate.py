@@ -38,7 +38,7 @@ from client.recognition import real_sample_rows
 from data.atomic_io import write_json, write_text
 from data.partition import summary as partition_summary
 from fedprint_config import FEDERATED, METHODS, load_experiment, resolve_experiment
-from fedprint_config.app import with_base_dir
+from fedprint_config.app import refuse_dp_in_federated_runs, with_base_dir
 from fedprint_config.provenance import provenance
 from server.baselines import evaluate_clients, train_centralized, train_local
 from server.report import write_report
@@ -129,6 +129,7 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
     """Run the experiment's methods and write one run directory (see module docstring); returns it."""
     path = resolve_experiment(config)
     cfg, fed = load_experiment(path)
+    refuse_dp_in_federated_runs(cfg, str(path))
     cfg = with_base_dir(cfg, Path.cwd())
     rounds = int(rounds or fed.rounds)
     names = method_names(list(methods or fed.methods), fed.steps)

@@ -61,3 +61,15 @@ def test_federation_is_validated_by_the_same_reader(tmp_path):
         load_config(p)
     with pytest.raises(ValueError, match="federation.rounds: expected int"):
         parse_config({"federation": {"rounds": "3"}})
+
+
+def test_federated_runs_refuse_dp_instead_of_ignoring_it(tmp_path):
+    import fedprint_cli
+    from fedprint_config.app import experiment
+
+    exp = tmp_path / "dp.toml"
+    exp.write_text("[dp]\nenabled = true\n[federation]\nrounds = 1\n")
+    with pytest.raises(ValueError, match="DP-SGD is not implemented for federated runs"):
+        experiment({"experiment": str(exp), "base-dir": ""})
+    assert fedprint_cli.main(["simulate", "--config", str(exp), "--out", str(tmp_path / "runs")]) == 2
+    assert not (tmp_path / "runs").exists()  # refused before any run directory is made
