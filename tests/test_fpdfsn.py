@@ -19,7 +19,7 @@ from privacy.fpdfsn import (
 from privacy.fpdfsn_cache import FPDFSNCache
 from privacy.similarity import psnr
 
-REAL = Path("/work/shared/data/real")
+REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
 
 
 def _fingerprint_like(h: int = 96, w: int = 112, period: float = 9.0, seed: int = 0) -> np.ndarray:

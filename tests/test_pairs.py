@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from math import comb
 
 import numpy as np
@@ -236,14 +235,11 @@ def test_make_pairs_same_identity_other_domain_is_impostor():
     check_pairset(recs, ps)
 
 
-def test_make_pairs_large_is_fast_and_capped():
-    recs = make_records(4000, 5)  # 20,000 records: ~2e8 candidate pairs, never materialised
-    t = time.perf_counter()
+def test_make_pairs_large_is_capped():
+    recs = make_records(4000, 5)  # 20,000 records: ~2e8 candidate pairs, never materialised (timing: bench/)
     ps = make_pairs(recs, seed=0)
-    elapsed = time.perf_counter() - t
     assert ps.n_impostor == MAX_IMPOSTORS and ps.n_genuine == 4000 * comb(5, 2)
     check_pairset(recs, ps)
-    assert elapsed < 5.0
 
 
 def test_make_pairs_errors():
