@@ -8,7 +8,7 @@ The server moves the aggregation weights α towards the clients with the larger 
 Weight rule. The paper's printed Eq. 7 is mis-parenthesised: it divides the previous weight α_i^{t-1} by
 max_j(G_j − μ) as well. We implement the rule of the method Eq. 7 cites (FedDG-GA, Zhang et al., CVPR 2023)::
 
-    α_i ← α_i + d_t · (G_i − μ) / max_j |G_j − μ|,   μ = mean_j G_j,   d_t = (1 − t/T) · d
+    α_i ← α_i + d_t · (G_i − μ) / max_j |G_j − μ|,   μ = mean_j G_j,   d_t = (1 − t'/T) · d, t' = 0 … T−1
 
 then clip each α_i to [0, 1] and renormalise to sum 1. Orientation of the gap: this rule *raises* the
 weight of a client with a *larger* G_i, which is what Sec. 3.2 intends ("a larger generalization gap
@@ -48,10 +48,9 @@ def step_size(t: int, T: int, d: float) -> float:
     """Linearly decaying step d_t = (1 − t/T) · d of the weight update (Sec. 3.2, below Eq. 7).
 
     Convention: ``t`` is the current round, 1-based (Flower's ``server_round``), ``T`` the total number of
-    rounds. The first round therefore uses (1 − 1/T)·d and the last round uses 0 (the last aggregation
-    keeps the weights of round T−1). Alg. 1 loops t = 0..T−1; its index is ``t − 1`` here. Round 1 has gaps
-    of 0 anyway (no previous local model), so the first update that moves the weights is round 2 with
-    (1 − 2/T)·d.
+    rounds; Alg. 1 loops its index t' = t − 1 over 0..T−1, so round t uses d_t = (1 − (t − 1)/T)·d: d in round 1
+    and d/T in the last round, which therefore still moves the weights. Round 1 has gaps of 0 anyway (no previous
+    local model), so the first update that moves the weights is round 2 with (1 − 1/T)·d.
 
     Parameters
     ----------
@@ -73,7 +72,7 @@ def step_size(t: int, T: int, d: float) -> float:
         raise ValueError(f"t (current round, 1-based) must be an integer in [1, {T}], got {t!r}")
     if not math.isfinite(d) or d < 0:
         raise ValueError(f"d (step size) must be finite and >= 0, got {d!r}")
-    return (1.0 - t / T) * d
+    return (1.0 - (t - 1) / T) * d
 
 
 def update_weights(alpha: Mapping[int, float], gaps: Mapping[int, float], step: float) -> dict[int, float]:
