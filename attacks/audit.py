@@ -13,15 +13,15 @@ What an audit does
    * against the run's own checkpoint(s): the shadow-free attacks (Yeom distance / loss, compactness), members =
      the training fingers of the clients the model trained on, non-members = their held-out (val + test)
      fingers; queries use the RAW images (the attacker holds a print, not the client's FP-DFSN noise);
-   * a controlled comparison (seed 003 Table 6 shape) that the audit trains itself on the SAME clients, splits
+   * a controlled comparison (Yan et al. 2025 Table 6 shape) that the audit trains itself on the SAME clients, splits
      and seeds: no defence, FP-DFSN at β = 0.5, DP-SGD at ε ≈ 8 and ε ≈ 1 (Opacus, record = pair, σ calibrated
      to the target ε), each attacked with every attack including LiRA (online / offline) whose shadow models
      mimic that condition's training (same encoder, epochs, defence) on disjoint synthetic populations.
-4. **Gradient inversion / imprint** (seed 003 Table 5 shape) through
+4. **Gradient inversion / imprint** (Yan et al. 2025 Table 5 shape) through
    :func:`attacks.inversion_audit.run_inversion_audit`, against the run's first checkpoint on its first
    client's data, without FP-DFSN and with FP-DFSN at β = 0.5.
 
-Synthetic shadow populations come from :func:`synthetic_population` (seed-003-style master prints of
+Synthetic shadow populations come from :func:`synthetic_population` (Yan et al. 2025-style master prints of
 :func:`data.synth.master.make_master` with per-impression rotation, shift, contrast and noise); they never share
 a finger with the run's data (own seeds and identity names).
 """
@@ -78,7 +78,7 @@ class AuditSettings:
     input_size : int or None
         Input side of the comparison study in pixels; None = the run's ``model.input_size``.
     fpdfsn_beta : float
-        β of the FP-DFSN condition (default 0.5, seed 003's value).
+        β of the FP-DFSN condition (default 0.5, Yan et al. 2025's value).
     dp_epsilons : tuple of float
         Target ε of the DP-SGD conditions (δ = Opacus default of client.dp_sgd: largest power of ten < 1/pairs);
         empty = no DP-SGD condition.
@@ -219,7 +219,7 @@ def load_run(run_dir: str | Path) -> RunInfo:
 def synthetic_population(n_fingers: int, n_impressions: int, *, seed: int, size: int = 160,
                          domain: str = "shadow", jitter_deg: float = 12.0, jitter_px: float = 8.0,
                          noise_sd: float = 12.0) -> list[FingerprintRecord]:
-    """A population of synthetic fingers: seed-003-style master prints with jittered impressions.
+    """A population of synthetic fingers: Yan et al. 2025-style master prints with jittered impressions.
 
     Parameters
     ----------
@@ -328,7 +328,7 @@ def _shadow_stats(cand: Candidates, query: torch.Tensor, populations: list[list[
 
 def membership_study(cfg: ExperimentConfig, settings: AuditSettings, *, epochs: int,
                      records: list[FingerprintRecord] | None = None, progress: bool = False) -> dict:
-    """Seed 003 Table 6 as a controlled experiment: train the target under each condition on the run's clients
+    """Yan et al. 2025 Table 6 as a controlled experiment: train the target under each condition on the run's clients
     (union of their training pairs, same seeds) and attack it with every membership attack.
 
     Returns ``{"conditions": [row, ...], "curves": {condition: {attack: (scores, is_member)}}, "setup": {...}}``
@@ -432,7 +432,7 @@ def _mia_rows(rows: list[dict], key: str) -> list[dict]:
 
 
 def _table6(rows: list[dict]) -> list[dict]:
-    """Seed 003 Table 6 shape: one row per attack, AUC per condition."""
+    """Yan et al. 2025 Table 6 shape: one row per attack, AUC per condition."""
     attacks = list(rows[0]["attacks"])
     return [{"attack": a, **{r["condition"]: r["attacks"][a]["auc"] for r in rows}} for a in attacks]
 
@@ -443,7 +443,7 @@ MIA_DEFINITIONS = (
     "fingers (2-fold stratified cross-fitting, seeded), so no finger is classified by a threshold fitted on it. "
     "TPR@FPR: highest TPR with FPR ≤ 1% / 0.1%, only with ≥ 100 / ≥ 1000 non-members, else marked not "
     "resolvable. I(M;Ŝ): mutual information in bits between the membership bit M and Ŝ, plug-in estimate "
-    "under the evaluated set's member fraction; H(Ŝ): entropy of Ŝ in bits (seed 003 Table 6's 'mutual "
+    "under the evaluated set's member fraction; H(Ŝ): entropy of Ŝ in bits (Yan et al. 2025 Table 6's 'mutual "
     "information' and 'entropy' made precise; the ceiling of I(M;Ŝ) is H(M), 1 bit for a balanced set). "
     "I(M;B10): I(M; score in 10 equal-frequency bins), threshold-free, biased upwards by ≈ 9/(2 n ln 2) bits "
     "for n fingers.\n")
@@ -497,7 +497,7 @@ def _report(info: RunInfo, out: Path, settings: AuditSettings, run_rows, study, 
 
 def _inversion_section(info: RunInfo, out: Path, attacks: Sequence[str], records, settings: AuditSettings,
                        quick: bool, progress: bool) -> tuple[str, dict]:
-    """Seed 003 Table 5: gradient inversion / imprint against the run's first checkpoint, on its first client's
+    """Yan et al. 2025 Table 5: gradient inversion / imprint against the run's first checkpoint, on its first client's
     data without FP-DFSN and with FP-DFSN at ``settings.fpdfsn_beta`` (metrics against the RAW images and the
     images trained on), through :func:`attacks.inversion_audit.run_inversion_audit`."""
     if importlib.util.find_spec("attacks.inversion_audit") is None:

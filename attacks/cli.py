@@ -22,7 +22,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "audit", help="privacy attacks (gradient inversion, imprint, membership inference) against a run",
         description="Attack the models of a 'fedprint train' or 'fedprint simulate' run directory without "
-                    "modifying it, and write audit.md (tables shaped like seed 003 Tables 5 and 6), ROC plots "
+                    "modifying it, and write audit.md (tables shaped like Yan et al. 2025 Tables 5 and 6), ROC plots "
                     "and image grids into a new sibling directory <run>-audit-<timestamp> (or --out). The "
                     "with/without FP-DFSN and DP-SGD comparison models are trained by the audit itself on the "
                     "run's data and seeds.")

@@ -1,4 +1,4 @@
-"""The β-aware attacker: undo FP-DFSN's affine step on a reconstruction (seed 003 Eq. 10).
+"""The β-aware attacker: undo FP-DFSN's affine step on a reconstruction (Yan et al. 2025 Eq. 10).
 
 FP-DFSN releases I_diff = (1 − β)·I − β·noise·mask (see :mod:`privacy.fpdfsn`). An attacker who knows β (a
 published hyper-parameter) and holds a gray-level reconstruction of I_diff computes Î = I_diff / (1 − β): exact

@@ -1,4 +1,4 @@
-"""Optimisation-based gradient inversion against the Siamese verifier and its contrastive loss (seed 003 Eq. 1).
+"""Optimisation-based gradient inversion against the Siamese verifier and its contrastive loss (Yan et al. 2025 Eq. 1).
 
 Threat model: an honest-but-curious server holds the global encoder it sent and observes one client's gradient
 on a batch of B verification pairs (FedSGD, or one local step). It searches for 2B dummy images whose gradient

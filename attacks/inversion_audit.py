@@ -1,4 +1,4 @@
-"""Gradient-inversion audit of one client: the rows behind seed 003 Table 5 (MSE / PSNR / SSIM / LPIPS with vs
+"""Gradient-inversion audit of one client: the rows behind Yan et al. 2025 Table 5 (MSE / PSNR / SSIM / LPIPS with vs
 without FP-DFSN), computed against the RAW image and against the image the client trained on.
 
 :func:`run_inversion_audit` attacks updates the client would send from its *training* pairs:

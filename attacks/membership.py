@@ -7,7 +7,7 @@ one finger's impressions into one score per finger; higher score = "more likely 
 Attacks
 -------
 * **Yeom** (loss / distance threshold, Yeom et al. 2018): the per-finger mean genuine-pair distance
-  d̄ = mean_{i<j} ||f(x_i) − f(x_j)|| (seed 003 Eq. 1's d), score −d̄; and the per-finger contrastive loss (Eq. 1)
+  d̄ = mean_{i<j} ||f(x_i) − f(x_j)|| (Yan et al. 2025 Eq. 1's d), score −d̄; and the per-finger contrastive loss (Eq. 1)
   over its genuine pairs and its impostor pairs with the other candidate fingers, score −loss.
 * **Compactness** (per-identity similarity statistic, user-level MIA for embedding models): r = mean distance of
   the finger's embeddings to their own centroid / distance from that centroid to the nearest other candidate
@@ -27,7 +27,7 @@ Metrics (:func:`mia_metrics`)
   ``balanced_accuracy_oracle`` is the optimistic best threshold on all fingers, for reference only.
 * ``tpr_at_1pct_fpr`` / ``tpr_at_0.1pct_fpr``: highest TPR among thresholds with FPR ≤ 1% / 0.1%, reported only
   when there are at least 100 / 1000 non-members (else the string ``"not resolvable (n non-members)"``).
-* Seed 003 Table 6's "mutual information" and "entropy", defined precisely: with M the membership bit and Ŝ the
+* Yan et al. 2025 Table 6's "mutual information" and "entropy", defined precisely: with M the membership bit and Ŝ the
   cross-fitted decision above, both distributed as in the evaluated set (prior = its member fraction),
   ``mi_decision_bits`` = I(M; Ŝ) = Σ p(m, s) log2 [p(m, s) / (p(m) p(s))] (bits, plug-in estimate),
   ``entropy_decision_bits`` = H(Ŝ), ``entropy_membership_bits`` = H(M) (the ceiling of I(M; Ŝ)), and

@@ -20,7 +20,7 @@ An attacker on a client's update recovers *network inputs* ``x`` (:mod:`models.p
 Exactness: a reconstruction counts as **exact** when its gray-scale maximum absolute error is below 0.5 gray
 level, i.e. rounding it gives the identical uint8 image (stricter than "PSNR > 60 dB").
 
-References: the RAW (pre-FP-DFSN) image and the image the client actually trained on (I_diff of seed 003
+References: the RAW (pre-FP-DFSN) image and the image the client actually trained on (I_diff of Yan et al. 2025
 Eq. 10 when FP-DFSN is on; the raw image otherwise), both at network resolution (S x S, see
 :func:`gray_at_input_size`).
 """
@@ -209,7 +209,7 @@ def verifies_against_owner(
     owner_x: torch.Tensor,
     threshold: float,
 ) -> dict:
-    """Does a reconstructed print still verify against its owner's other impressions (seed 003 Eq. 2)?
+    """Does a reconstructed print still verify against its owner's other impressions (Yan et al. 2025 Eq. 2)?
 
     Parameters
     ----------

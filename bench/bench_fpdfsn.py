@@ -1,4 +1,4 @@
-"""Throughput of FP-DFSN (seed 003) vs a straightforward reference, on synthetic masters.
+"""Throughput of FP-DFSN (Yan et al. 2025) vs a straightforward reference, on synthetic masters.
 
 The reference does the same computation without vectorisation: Eq. 8 with the literal (−1)^{x+y} modulation and
 the high-pass H built pixel by pixel in Python, the noise disks of Eq. 10 drawn by a Python loop over minutiae

@@ -1,4 +1,4 @@
-"""Images/s of the seed 001 (FIP, EMK, BEMK) and seed 004 (SWP, sort-SWP) mechanisms, paper and sound variants.
+"""Images/s of the FIP / EMK / BEMK (Zhang et al. 2018) and SWP / sort-SWP (Liu et al. 2021) mechanisms, both variants.
 
 Run: .venv/bin/python bench/bench_publish_fourier_swp.py [--repeats N]
 """

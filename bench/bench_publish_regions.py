@@ -1,4 +1,4 @@
-"""Throughput (images/s) of seed 000's publication mechanisms — LAP, KLAP, RKLAP, DP-RKLAP, paper and sound —
+"""Throughput (images/s) of Liu, Zhi et al.'s publication mechanisms — LAP, KLAP, RKLAP, DP-RKLAP, paper and sound —
 on synthetic prints at 96x103, 328x356 and 832x768 (W x H) pixels.
 
 Each image is a synthetic master (:func:`data.synth.master.make_master`, right loop) with its ground-truth

@@ -1,4 +1,4 @@
-"""Training throughput of the P x K recipe vs seed 003's one-pair-per-two-images trainer, in the same run.
+"""Training throughput of the P x K recipe vs Yan et al. 2025's one-pair-per-two-images trainer, in the same run.
 
     .venv/bin/python bench/bench_trainer_pk.py [--size 128] [--width 16] [--threads 2] [--seconds 40]
 
@@ -60,7 +60,7 @@ def main() -> None:
     ip, sp = run(data, pairs, a.width, a.seconds)
     ik, sk = run(data, pk, a.width, a.seconds)
     print(f"input {a.size} px, compact width {a.width}, {a.threads} threads, {len(data.split.train)} training images")
-    print(f"pairs trainer (seed 003): {ip:8.1f} images/s {sp:10.1f} pairs scored/s")
+    print(f"pairs trainer (Yan et al. 2025): {ip:8.1f} images/s {sp:10.1f} pairs scored/s")
     print(f"P x K trainer (16 x 4)  : {ik:8.1f} images/s {sk:10.1f} pairs scored/s")
     print(f"ratio P x K / pairs     : {ik / ip:8.2f} images/s {sk / sp:10.1f} x pairs scored/s")
 

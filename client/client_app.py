@@ -1,4 +1,4 @@
-"""FedPrint Flower ClientApp: AFFR local step (seed 003 Alg. 1, client side) and test-pair evaluation.
+"""FedPrint Flower ClientApp: AFFR local step (Yan et al. 2025 Alg. 1, client side) and test-pair evaluation.
 
 ``train`` (one AFFR / FedAvg / FedProx round on this node):
 
@@ -14,7 +14,7 @@
 ``evaluate``: verification metrics of the received global model on the node's test pairs, threshold chosen on
 its validation pairs (``accuracy``, ``eer``, ``roc-auc``, ``fmr100``, ``num-examples`` = test pairs).
 
-Gap sign (deviation from the printed Eq. 5). Seed 003 prints G_i = Acc(θ_g^t) − Acc(θ_i^{t−1}); its text
+Gap sign (deviation from the printed Eq. 5). Yan et al. 2025 prints G_i = Acc(θ_g^t) − Acc(θ_i^{t−1}); its text
 (Sec. 3.2: "a larger generalization gap ... the global model generalizes less effectively on client i's
 data") and the method it follows (FedDG-GA: loss(global) − loss(local)) mean the opposite orientation, which
 is also what the AFFR weight rule needs to favour poorly served clients. This client reports

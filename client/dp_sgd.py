@@ -17,12 +17,12 @@ Design (what makes the accounting valid):
   still takes a noise-only step, so every accounted step releases a noised update.
 * **Per-pair gradients.** :class:`PairDistance` wraps the encoder so that one forward call maps the two image
   batches of a batch of pairs to their distances: the batch axis is the pair axis, and Opacus's per-sample
-  gradient of the contrastive loss (seed 003 Eq. 1) is the gradient of one pair's loss, with both encoder calls
+  gradient of the contrastive loss (Yan et al. 2025 Eq. 1) is the gradient of one pair's loss, with both encoder calls
   (shared weights) summed into it. We use ``grad_sample_mode="functorch"``: with two encoder calls per sample
   and a channels-last :class:`~models.siamese.CompactEncoder`, Opacus 1.6's "hooks" mode returns wrong
   per-sample conv gradients (measured max error 4.5 against a per-pair loop), while functorch mode matches to
   float precision (``tests/test_dp_sgd.py``) at about the same speed.
-* **Optimiser.** Adam, lr 3e-4 (seed 003, Sec. 5.2), wrapped by Opacus's ``DPOptimizer`` (flat clipping to
+* **Optimiser.** Adam, lr 3e-4 (Yan et al. 2025, Sec. 5.2), wrapped by Opacus's ``DPOptimizer`` (flat clipping to
   ``max_grad_norm``, Gaussian noise of std ``noise_multiplier * max_grad_norm`` on the sum, divided by the
   expected batch size). Adam only post-processes the privatised gradient, so it costs no privacy.
 
@@ -70,7 +70,7 @@ GROUP_PRIVACY_NOTE = (
 
 class PairDistance(nn.Module):
     """Siamese distance module: ``forward(x1, x2)`` (or ``forward(x)`` with x of shape (N, 2, C, S, S)) returns
-    the Euclidean embedding distance d of each pair, shape (N,) (seed 003 Eq. 1).
+    the Euclidean embedding distance d of each pair, shape (N,) (Yan et al. 2025 Eq. 1).
 
     Both branches call the same ``encoder`` (shared weights); the batch axis is the pair axis, so per-sample
     gradients of a per-pair loss are per-pair gradients.

@@ -18,7 +18,7 @@ def best_accuracy(distances: np.ndarray, labels: np.ndarray) -> float:
 
 
 def validation_accuracy(encoder: nn.Module, data: ClientData) -> float:
-    """Acc(θ) on the client's validation pairs, used for the generalization gap (seed 003 Eq. 5)."""
+    """Acc(θ) on the client's validation pairs, used for the generalization gap (Yan et al. 2025 Eq. 5)."""
     if len(data.val_pairs) == 0 or data.val_pairs.n_genuine == 0 or data.val_pairs.n_impostor == 0:
         raise ValueError(f"client {data.name!r}: validation pairs need both genuine and impostor pairs")
     return best_accuracy(pair_distances(encoder, data.images, data.val_pairs), data.val_pairs.label)

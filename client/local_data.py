@@ -4,7 +4,7 @@ The same function serves every way FedPrint trains: centralized (one "client" ho
 baselines, Flower simulation and a real SuperNode.
 
 Order of operations: each image is first brought to the network's working resolution and cropped on the print
-(:func:`models.preprocess.prepare`); FP-DFSN (seed 003 Eqs. 8-10) then runs on that crop — a few hundred
+(:func:`models.preprocess.prepare`); FP-DFSN (Yan et al. 2025 Eqs. 8-10) then runs on that crop — a few hundred
 pixels a side instead of a full 832x768 frame, so minutiae extraction is cheap. FP-DFSN protects the TRAINING
 data: ``images`` holds FP-DFSN crops for the training split and raw crops for validation and test (what a
 deployed verifier is asked to verify); ``fpdfsn_images`` holds FP-DFSN crops of every image, for the second
@@ -106,7 +106,7 @@ def build_client_data(
     cache_dir: str | Path | None = None,
     progress: bool = True,
 ) -> ClientData:
-    """Split ``records`` (seed 003 Sec. 5.2), build pairs, optionally FP-DFSN, preprocess to tensors.
+    """Split ``records`` (Yan et al. 2025 Sec. 5.2), build pairs, optionally FP-DFSN, preprocess to tensors.
 
     Parameters
     ----------

@@ -10,7 +10,7 @@ Request (``Message`` of type ``query.publish``): a ConfigRecord ``config`` with
   entropy only, so no requester can choose it and nothing in the reply or the ledger can regenerate it.
 
 Node config: ``ledger-path`` (JSON ledger of this institution, relative to ``base-dir``), ``privacy-budget``
-(total ε per finger identity), optional ``privacy-window`` + ``privacy-window-epsilon`` (seed 002 Thm 4), plus
+(total ε per finger identity), optional ``privacy-window`` + ``privacy-window-epsilon`` (Fang 2013 Thm 4), plus
 the keys :func:`client.node_data.node_client_data` reads to find the node's data. The ledger unit is the
 record's finger identity.
 

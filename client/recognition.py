@@ -2,7 +2,7 @@
 
 All three embed images through the model's own input pipeline (:class:`models.preprocess.InputSpec` stored in
 the model file) at each image's resolution (``dpi``), and compare unit-norm embeddings by Euclidean distance
-(seed 003 Eq. 2: match iff distance <= threshold). The similarity ``score = 1 - distance / 2`` lies in [0, 1].
+(Yan et al. 2025 Eq. 2: match iff distance <= threshold). The similarity ``score = 1 - distance / 2`` lies in [0, 1].
 
 Evaluation protocols (:func:`protocol_pairs`):
 

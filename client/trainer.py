@@ -2,14 +2,14 @@
 
 Default recipe (``TrainConfig``), chosen to learn on 2 CPU cores:
 
-* identity-balanced **P x K batches** (P fingers x K impressions, one forward pass per image) with seed 003's
+* identity-balanced **P x K batches** (P fingers x K impressions, one forward pass per image) with Yan et al. 2025's
   contrastive loss Eq. 1 over every pair in the batch (:func:`models.loss.batch_contrastive_loss`);
 * on-the-fly **augmentation** that mimics impression variation (:mod:`models.augment`);
 * Adam with a **cosine learning-rate schedule** (linear warm-up) within each call.
 
 The finger identities are not passed in: they are the connected components of the genuine training pairs (all
 genuine pairs of a finger's training impressions are in the pair set), so every caller keeps handing over
-``(images, pairs)``. ``sampler = "pairs"`` keeps seed 003's original loop (one balanced pair sample per epoch,
+``(images, pairs)``. ``sampler = "pairs"`` keeps Yan et al. 2025's original loop (one balanced pair sample per epoch,
 batches of pairs, two forward passes per pair) for comparison (``bench/bench_trainer_pk.py``).
 Images are preprocessed to one tensor once; a batch only indexes into it.
 """

@@ -1,4 +1,4 @@
-"""Minutiae by crossing number on a binarised, thinned ridge map (FP-DFSN step 2, seed 003 Eq. 9).
+"""Minutiae by crossing number on a binarised, thinned ridge map (FP-DFSN step 2, Yan et al. 2025 Eq. 9).
 
 Pipeline: :func:`segment` (foreground mask) -> :func:`binarize` (ridge map, ridges True) -> :func:`thin`
 (one-pixel skeleton) -> :func:`minutiae_from_skeleton` (crossing number, border filter, spurious-pair removal,
@@ -52,7 +52,7 @@ def _check_bool_map(arr: np.ndarray, name: str) -> np.ndarray:
 
 
 def crossing_number(skeleton: np.ndarray) -> np.ndarray:
-    """Crossing number of every pixel of a binary map (seed 003 Eq. 9).
+    """Crossing number of every pixel of a binary map (Yan et al. 2025 Eq. 9).
 
     ``CN(P) = 1/2 * sum_{i=0..7} |x_{i+1} - x_i|`` over the 8 neighbours of ``P`` in cyclic order, ``x_8 = x_0``;
     pixels outside the image count as 0.  Computed with array shifts, for all pixels at once.
@@ -249,7 +249,7 @@ def minutiae_from_skeleton(
     min_separation: float = 6.0,
     trace_length: int = 10,
 ) -> np.ndarray:
-    """Minutiae of a thinned ridge map by crossing number (seed 003 Eq. 9).
+    """Minutiae of a thinned ridge map by crossing number (Yan et al. 2025 Eq. 9).
 
     Ridge pixels with CN = 1 are endings and CN = 3 bifurcations.  Adjacent bifurcation pixels of one junction
     (thinning often leaves two or three) are merged into one.  Then minutiae closer than ``border`` pixels to the

@@ -1,4 +1,4 @@
-"""Verification protocol of seed 003 (Sec. 5.2): train/val/test splits and genuine/impostor pairs.
+"""Verification protocol of Yan et al. 2025 (Sec. 5.2): train/val/test splits and genuine/impostor pairs.
 
 Per client: a 4:1 train/test split, then 1/5 of the training part as the validation split on which AFFR
 measures the generalisation gaps G_i (Alg. 1, Eq. 5). Pairs (x1, x2) are labelled 1 if both images come from
@@ -35,7 +35,7 @@ from data.record import FingerprintRecord
 #: Split protocols understood by :func:`split_records`.
 PROTOCOLS = ("open", "closed")
 
-#: Impostor-pair cap of seed 003, Sec. 5.2.
+#: Impostor-pair cap of Yan et al. 2025, Sec. 5.2.
 MAX_IMPOSTORS = 10_000
 
 
@@ -58,7 +58,7 @@ class PairSet:
         Record indices, ``a[k] < b[k]``.
     label : ndarray of int8, shape (n,)
         1 for same finger (genuine), 0 for different fingers (impostor); the ``y`` of the contrastive loss,
-        seed 003 Eq. 1.
+        Yan et al. 2025 Eq. 1.
     """
 
     a: np.ndarray
@@ -178,7 +178,7 @@ def split_records(
     val_fraction: float = 0.2,
     seed: int | np.random.Generator,
 ) -> Split:
-    """Split one client's records into train / val / test (seed 003, Sec. 5.2: 4:1, then 1/5 of train as val).
+    """Split one client's records into train / val / test (Yan et al. 2025, Sec. 5.2: 4:1, then 1/5 of train as val).
 
     Parameters
     ----------
@@ -248,7 +248,7 @@ def make_pairs(
     max_impostors: int = MAX_IMPOSTORS,
     seed: int | np.random.Generator,
 ) -> PairSet:
-    """All genuine pairs and a uniform sample of impostor pairs among ``indices`` (seed 003, Sec. 5.2).
+    """All genuine pairs and a uniform sample of impostor pairs among ``indices`` (Yan et al. 2025, Sec. 5.2).
 
     Genuine pairs: every unordered pair of distinct records of the same finger (see the module docstring for
     altered images), ``Σ_f C(n_f, 2)`` of them. Impostor pairs: ``min(max_impostors, M)`` pairs drawn

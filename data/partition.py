@@ -1,6 +1,6 @@
-"""Institution partitions: which records each federated client holds (seed 003, Sec. 5.2).
+"""Institution partitions: which records each federated client holds (Yan et al. 2025, Sec. 5.2).
 
-Seed 003 evaluates two heterogeneity settings:
+Yan et al. 2025 evaluates two heterogeneity settings:
 
 * **one dataset per client** -- :func:`partition_by_domain`, one client per domain tag;
 * **one dataset split over N clients** -- :func:`partition_split`, IID (equal sizes) or NIID (unequal sizes),
@@ -24,7 +24,7 @@ import numpy as np
 
 from data.record import FingerprintRecord
 
-#: FP-DFSN coefficient β used when none is given (seed 003, Sec. 5.2: "a coefficient of 0.5").
+#: FP-DFSN coefficient β used when none is given (Yan et al. 2025, Sec. 5.2: "a coefficient of 0.5").
 DEFAULT_BETA = 0.5
 
 #: Split modes understood by :func:`partition_split`.
@@ -46,7 +46,7 @@ class ClientPartition:
     indices : ndarray of int64, shape (n,)
         Sorted indices into the records list the partition was built from (read-only).
     beta : float
-        The client's FP-DFSN coefficient β in [0, 1] (seed 003, Eq. 10: I_diff = I - β·I_noisy).
+        The client's FP-DFSN coefficient β in [0, 1] (Yan et al. 2025, Eq. 10: I_diff = I - β·I_noisy).
     """
 
     client_id: int
@@ -162,7 +162,7 @@ def _largest_remainder(total: int, fractions: np.ndarray) -> np.ndarray:
 def beta_schedule(n_clients: int, start: float = 0.0, step: float = 0.1) -> list[float]:
     """Per-client FP-DFSN coefficients ``start + i·step`` for ``i = 0 .. n_clients-1``.
 
-    Seed 003, Sec. 5.2: one dataset split over 10 clients with β = 0, 0.1, ..., 0.9 is
+    Yan et al. 2025, Sec. 5.2: one dataset split over 10 clients with β = 0, 0.1, ..., 0.9 is
     ``beta_schedule(10)``. Values are rounded to 12 decimals so that 0.1·3 prints as 0.3.
 
     Raises
@@ -184,7 +184,7 @@ def beta_schedule(n_clients: int, start: float = 0.0, step: float = 0.1) -> list
 def partition_by_domain(
     records: Sequence[FingerprintRecord], *, betas: float | Sequence[float] | None = None
 ) -> list[ClientPartition]:
-    """One client per dataset ("one dataset per client" setting of seed 003, Sec. 5.2).
+    """One client per dataset ("one dataset per client" setting of Yan et al. 2025, Sec. 5.2).
 
     Parameters
     ----------
@@ -223,7 +223,7 @@ def partition_split(
     min_fingers: int = 2,
     domain: str | None = None,
 ) -> list[ClientPartition]:
-    """Split one dataset's fingers over ``n_clients`` institutions (seed 003, Sec. 5.2).
+    """Split one dataset's fingers over ``n_clients`` institutions (Yan et al. 2025, Sec. 5.2).
 
     Every image of a finger (all impressions and their altered copies) goes to the same client.
 

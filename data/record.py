@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-#: Minutia type codes, as the crossing number gives them (seed 003 Eq. 9): CN = 1 ending, CN = 3 bifurcation.
+#: Minutia type codes, as the crossing number gives them (Yan et al. 2025 Eq. 9): CN = 1 ending, CN = 3 bifurcation.
 ENDING = 1
 BIFURCATION = 3
 

@@ -78,7 +78,7 @@ class SourceSection:
 
 @dataclass(frozen=True)
 class DataSection:
-    """``[data]``: sources and the seed-003 split / pair protocol (Sec. 5.2)."""
+    """``[data]``: sources and the Yan et al. 2025 split / pair protocol (Sec. 5.2)."""
 
     sources: tuple[SourceSection, ...] = (SourceSection(),)
     protocol: str = "open"
@@ -177,7 +177,7 @@ class ModelSection:
 
 @dataclass(frozen=True)
 class FPDFSNSection:
-    """``[fpdfsn]``: the FP-DFSN perturbation applied to training images (seed 003 Eqs. 8-10).
+    """``[fpdfsn]``: the FP-DFSN perturbation applied to training images (Yan et al. 2025 Eqs. 8-10).
 
     Parameters left at ``None`` take the defaults documented in ``privacy.fpdfsn.FPDFSNParams``.
     """

@@ -22,7 +22,7 @@ class FederationConfig:
     Attributes
     ----------
     rounds : int
-        Server rounds T (seed 003: 20; cross-dataset 40). Local-only and centralized baselines train for
+        Server rounds T (Yan et al. 2025: 20; cross-dataset 40). Local-only and centralized baselines train for
         ``rounds * train.epochs`` epochs, the same number of passes a federated client makes.
     methods : tuple of str
         Methods `fedprint simulate` runs by default (subset of :data:`METHODS`).

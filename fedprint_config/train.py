@@ -10,7 +10,7 @@ SCHEDULES = ("cosine", "constant")
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Hyper-parameters of local training (seed 003 Sec. 5.2 where it gives them; the recipe is FedPrint's).
+    """Hyper-parameters of local training (Yan et al. 2025 Sec. 5.2 where it gives them; the recipe is FedPrint's).
 
     Attributes
     ----------
@@ -18,10 +18,10 @@ class TrainConfig:
         Local epochs E. ``sampler = "pk"``: one epoch = as many P x K batches as it takes to show every training
         image once on average; ``"pairs"``: one pass over that epoch's balanced pair sample.
     lr : float
-        Adam learning rate (default 1e-3; seed 003 uses 3e-4 with one pair per step).
+        Adam learning rate (default 1e-3; Yan et al. 2025 uses 3e-4 with one pair per step).
     sampler : str
         ``"pk"`` (default): identity-balanced batches of P fingers x K impressions, Eq. 1 over every pair in
-        the batch (:func:`models.loss.batch_contrastive_loss`); ``"pairs"``: seed 003's one pair per two
+        the batch (:func:`models.loss.batch_contrastive_loss`); ``"pairs"``: Yan et al. 2025's one pair per two
         forward passes (batches of ``batch_size`` pairs).
     p, k : int
         Fingers per batch and impressions per finger (defaults 16 and 4) of the ``"pk"`` sampler.

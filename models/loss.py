@@ -1,4 +1,4 @@
-"""Contrastive loss (seed 003 Eq. 1) and the distance decision rule (seed 003 Eq. 2).
+"""Contrastive loss (Yan et al. 2025 Eq. 1) and the distance decision rule (Yan et al. 2025 Eq. 2).
 
 Eq. 1:  L(x1, x2, y) = y * d^2 + (1 - y) * max(0, m - d)^2,   d = ||f(x1) - f(x2)||_2,
 with y = 1 for two impressions of the same finger and y = 0 otherwise; the batch loss is the mean over pairs.

@@ -3,10 +3,10 @@
 Conventions
 -----------
 * A pair is *genuine* (label 1: two impressions of one finger) or *impostor* (label 0).
-* ``scores`` are **distances** by default (lower = more similar; the Siamese net's d of seed 003 Eq. 1). Pass
+* ``scores`` are **distances** by default (lower = more similar; the Siamese net's d of Yan et al. 2025 Eq. 1). Pass
   ``higher_is_genuine=True`` for similarity scores (e.g. a classical minutiae matcher); every function then
   behaves as on the negated scores, and thresholds are reported in the caller's own units.
-* Decision at threshold t: accept (claim "same finger") iff score <= t for distances (seed 003 Eq. 2), iff
+* Decision at threshold t: accept (claim "same finger") iff score <= t for distances (Yan et al. 2025 Eq. 2), iff
   score >= t for similarities.
 * FMR (false match rate) = accepted impostors / impostors; FNMR (false non-match rate) = rejected genuines /
   genuines; TPR = 1 - FNMR.

@@ -1,4 +1,4 @@
-"""Siamese fingerprint encoder of seed 003 (Sec. 3.1, Sec. 5.2): one CNN f_theta, shared by both branches.
+"""Siamese fingerprint encoder of Yan et al. 2025 (Sec. 3.1, Sec. 5.2): one CNN f_theta, shared by both branches.
 
 Two encoders, both ending in an L2-normalised embedding (so pair distances lie in [0, 2]):
 
@@ -31,7 +31,7 @@ def _groups(channels: int, max_groups: int = 8) -> int:
 
 
 def distance(e1: torch.Tensor, e2: torch.Tensor) -> torch.Tensor:
-    """Euclidean distance d = ||e1 - e2||_2 per row (seed 003 Eq. 1), shape (N,).
+    """Euclidean distance d = ||e1 - e2||_2 per row (Yan et al. 2025 Eq. 1), shape (N,).
 
     The gradient at d = 0 is defined as 0 (torch's subgradient of the norm), so identical embeddings do not
     produce NaNs.
@@ -152,7 +152,7 @@ def build_encoder(name: str, embedding_dim: int = 128, **kwargs) -> nn.Module:
 
 
 class SiameseNet(nn.Module):
-    """Siamese network (seed 003 Fig. 2): both branches are the *same* encoder module, so weights are shared
+    """Siamese network (Yan et al. 2025 Fig. 2): both branches are the *same* encoder module, so weights are shared
     by construction (one parameter set, gradients from both branches accumulate into it).
 
     ``forward`` runs the encoder once per branch rather than on the concatenated pair batch: with GroupNorm

@@ -1,4 +1,4 @@
-"""FP-DFSN: fingerprint perturbation by noise at the minutiae and an image difference (seed 003, Eqs. 8–10).
+"""FP-DFSN: fingerprint perturbation by noise at the minutiae and an image difference (Yan et al. 2025, Eqs. 8–10).
 
 Pipeline for a gray uint8 image I (client side, before training):
 
@@ -222,7 +222,7 @@ def fpdfsn(
     *,
     extractor: Callable[..., np.ndarray] | None = None,
 ) -> FPDFSNResult:
-    """Apply FP-DFSN (seed 003, Eqs. 8–10) to one gray fingerprint image.
+    """Apply FP-DFSN (Yan et al. 2025, Eqs. 8–10) to one gray fingerprint image.
 
     FP-DFSN is a perturbation, NOT differential privacy: I_diff = (1 − β)·I − β·noise·mask, so knowing β
     recovers I exactly outside the minutia neighbourhoods (and inside up to the noise); see the module

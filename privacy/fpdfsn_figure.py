@@ -1,4 +1,4 @@
-"""Fig.-3-like panel for FP-DFSN (seed 003): what the perturbation does to a fingerprint, with similarities.
+"""Fig.-3-like panel for FP-DFSN (Yan et al. 2025): what the perturbation does to a fingerprint, with similarities.
 
 One row per profile (e.g. one per dataset): original | sharpened (Eq. 8) | noise mask with minutiae |
 FP-DFSN output (Eq. 10) | the original recovered from the output knowing only β (:func:`invert_fpdfsn`).
@@ -109,7 +109,7 @@ def fpdfsn_figure(
         for c, sim in ((3, sim_out), (4, sim_rec)):
             axes[r, c].set_xlabel(_label(sim), fontsize=8)
     lpips_missing = any(v["output"].get("lpips") is None for v in numbers.values())
-    title = "FP-DFSN (seed 003, Eqs. 8–10): a perturbation, not differential privacy; metrics vs original"
+    title = "FP-DFSN (Yan et al. 2025, Eqs. 8–10): a perturbation, not differential privacy; metrics vs original"
     if lpips_missing:
         title += "\nLPIPS not shown: ImageNet AlexNet weights absent from the torch hub cache"
     fig.suptitle(title, fontsize=10)

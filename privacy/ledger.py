@@ -13,7 +13,7 @@ Composition rules applied when charging a release of (ε, δ) that names ``units
   (``disjoint=True``, e.g. one image each of different fingers, each published with ε), costs each unit only
   the ε of its own part(s): a unit named twice pays twice. A release that does not declare disjointness
   (``disjoint=False``) may mix its parts' data, so every unit named pays ε × (number of parts).
-* Windowed ("sustainable") budget, seed 002 Ch. 5 Thm 4: with ``window = w`` and ``window_epsilon = ε_w``,
+* Windowed ("sustainable") budget, Fang 2013 Ch. 5 Thm 4: with ``window = w`` and ``window_epsilon = ε_w``,
   every w consecutive rounds spend at most ε_w per unit. A round is the ledger's release counter (each release
   its own round) unless the caller passes ``round`` (e.g. the federated round). By Thm 4 the whole, unbounded
   sequence of releases is then ε_w-DP under w-neighbourhood (a finger's data differing only within w
@@ -100,7 +100,7 @@ class Ledger:
     total_delta : float, default 0
         δ budget per unit (δ adds up sequentially).
     window : int, optional
-        Window length w in rounds for the sustainable budget (seed 002 Thm 4).
+        Window length w in rounds for the sustainable budget (Fang 2013 Thm 4).
     window_epsilon : float, optional
         ε_w: at most this much per unit in every w consecutive rounds.
     """
@@ -208,7 +208,7 @@ class Ledger:
                         raise BudgetExceeded(
                             f"unit {unit!r}: release of epsilon={eps:g} in round {rnd} refused, rounds "
                             f"{start}..{start + self.window - 1} already spend {used:g} of the window budget "
-                            f"{self.window_epsilon:g} (seed 002 Thm 4)")
+                            f"{self.window_epsilon:g} (Fang 2013 Thm 4)")
         return rnd
 
     def reserve(self, epsilon: float, units: str | Sequence[str], *, delta: float = 0.0, disjoint: bool = True,

@@ -5,7 +5,7 @@ is compared with the original and with the unprotected gallery (impression 0 of 
 
 (a) minutiae retained — the fraction of the original probe's minutiae (:func:`data.minutiae.extract_minutiae`)
     matched one-to-one within ``tolerance`` px (:func:`data.realism.match_points`) by the minutiae extracted from
-    the released image, or by the released point set itself for point-set mechanisms (seed 000's matching rate);
+    the released image, or by the released point set itself for point-set mechanisms (Liu, Zhi et al.'s matching rate);
 (b) verification EER against the unprotected gallery — genuine pair = released probe vs its own finger's gallery
     impression, impostor pairs = released probe vs every other finger's gallery impression — with a trained
     Siamese encoder (``checkpoint``) and/or the classical afis matcher (``classical``); "not run" otherwise;

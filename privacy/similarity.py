@@ -1,6 +1,6 @@
 """Image-similarity measures for privacy audits: PSNR, SSIM and LPIPS (AlexNet), all on the 0–255 scale.
 
-Seed 003 (Table 5, Fig. 3) reports these between original and processed / reconstructed fingerprints. Its
+Yan et al. 2025 (Table 5, Fig. 3) reports these between original and processed / reconstructed fingerprints. Its
 "PSNR 122 dB" is impossible for 8-bit images: the smallest non-zero MSE between two H×W uint8 images is one
 pixel off by one gray level, MSE = 1/(H·W), so the largest finite PSNR is 10·log10(255²·H·W) — about 97.7 dB
 for a 300×300 image (:func:`max_finite_psnr`). Identical images have PSNR = +inf.

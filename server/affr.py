@@ -1,4 +1,4 @@
-"""AFFR aggregation: FedAvg with generalization-adjusted client weights (seed 003, Alg. 1, Eqs. 5-7).
+"""AFFR aggregation: FedAvg with generalization-adjusted client weights (Yan et al. 2025, Alg. 1, Eqs. 5-7).
 
 Every round each client receives the global model θ_g^t, measures its generalization gap G_i on its
 validation split (Eq. 5), trains locally and returns θ_i together with G_i (MetricRecord key ``gap_key``).

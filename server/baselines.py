@@ -1,4 +1,4 @@
-"""The two reference points federated strategies are judged against (seed 003 Table 4).
+"""The two reference points federated strategies are judged against (Yan et al. 2025 Table 4).
 
 * **local-only**: every client trains its own model on its own training pairs and is tested on its own test
   pairs (no collaboration at all);

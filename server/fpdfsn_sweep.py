@@ -1,4 +1,4 @@
-"""Verification accuracy vs FP-DFSN's β and noise variance σ² (the shape of seed 003 Figs. 9 and 10).
+"""Verification accuracy vs FP-DFSN's β and noise variance σ² (the shape of Yan et al. 2025 Figs. 9 and 10).
 
 Each point is a full centralized training run on the experiment's data with FP-DFSN at that setting (same splits,
 seeds and model), evaluated on the open-set test pairs; β = 0 is the no-perturbation reference.

@@ -1,6 +1,6 @@
 """report.md, results tables and plots of a ``fedprint simulate`` run directory.
 
-Tables follow seed 003: Table 3 (per-client accuracy of each method) and Table 4 (average accuracy per
+Tables follow Yan et al. 2025: Table 3 (per-client accuracy of each method) and Table 4 (average accuracy per
 method); EER is reported next to accuracy. Plots: mean test accuracy / EER per round per federated method,
 AFFR aggregation weights α_i per round, and per-client test accuracy of every method.
 """
@@ -163,10 +163,10 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
         (f"**Warning: {', '.join(weak)} did not get below {NEAR_CHANCE_EER:.0%} average EER; such models barely "
          "verify, so differences between them are not results.**\n" if weak else ""),
         "## Clients\n", markdown_table(partitions),
-        "## Per-client test accuracy (shape of seed 003 Table 3)\n",
+        "## Per-client test accuracy (shape of Yan et al. 2025 Table 3)\n",
         markdown_table(_pivot(results, "accuracy", clients)),
         "## Per-client test EER\n", markdown_table(_pivot(results, "eer", clients)),
-        "## Methods (shape of seed 003 Table 4)\n", markdown_table(summary),
+        "## Methods (shape of Yan et al. 2025 Table 4)\n", markdown_table(summary),
         "## EER on real fingerprints (never used in training)\n",
         (markdown_table(real) + "\nFVC protocol (all genuine pairs, first-impression impostor pairs); each model "
          "with its own input pipeline.\n") if real else "No real samples available "

@@ -1,6 +1,6 @@
 """``fedprint simulate``: run several methods on the same clients and seeds, write one run directory.
 
-Methods (seed 003 Table 4): ``local`` (each client alone), ``centralized`` (union of all training pairs),
+Methods (Yan et al. 2025 Table 4): ``local`` (each client alone), ``centralized`` (union of all training pairs),
 and the federated ``fedavg`` / ``fedprox`` / ``affr``, which run through the real Flower ServerApp / ClientApp
 (:mod:`server.server_app`, :mod:`client.client_app`) in Flower's simulation runtime, one virtual SuperNode per
 experiment client. With ``[federation] steps = [...]`` AFFR runs once per step size (``affr-d0.2``, ...:

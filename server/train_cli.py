@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_train)
 
-    w = sub.add_parser("sweep", help="verification accuracy vs FP-DFSN beta and noise variance (seed 003 Figs. 9-10)")
+    w = sub.add_parser("sweep", help="verification vs FP-DFSN beta and noise variance (Yan et al. 2025, Figs. 9-10)")
     w.add_argument("--config", required=True, help="experiment TOML (its data, model and training settings)")
     w.add_argument("--beta", type=_floats, default=[0.0, 0.3, 0.5, 0.7, 0.9], help="comma-separated β values")
     w.add_argument("--sigma2", type=_floats, default=[0.0, 650.25, 2601.0],

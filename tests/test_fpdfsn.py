@@ -1,4 +1,4 @@
-"""Tests for privacy.fpdfsn (seed 003 Eqs. 8–10) and privacy.fpdfsn_cache."""
+"""Tests for privacy.fpdfsn (Yan et al. 2025 Eqs. 8–10) and privacy.fpdfsn_cache."""
 
 from __future__ import annotations
 

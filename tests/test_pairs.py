@@ -1,4 +1,4 @@
-"""Tests for data.pairs: splits and verification pairs of seed 003, Sec. 5.2."""
+"""Tests for data.pairs: splits and verification pairs of Yan et al. 2025, Sec. 5.2."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for data.partition: institution partitions of seed 003, Sec. 5.2."""
+"""Tests for data.partition: institution partitions of Yan et al. 2025, Sec. 5.2."""
 
 from __future__ import annotations
 

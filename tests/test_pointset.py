@@ -1,4 +1,4 @@
-"""DP point-set publication (seed 002 Ch. 4): Hilbert curve, sorting sensitivity, PAVA, privacy audit, k choice."""
+"""DP point-set publication (Fang 2013 Ch. 4): Hilbert curve, sorting sensitivity, PAVA, privacy audit, k choice."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 001 mechanisms (FIP / EMK / BEMK): paper noise formulas, empirical privacy of the sound variants, basics."""
+"""FIP / EMK / BEMK (Zhang et al. 2018): paper noise formulas, empirical privacy of the sound variants, basics."""
 
 import numpy as np
 import pytest

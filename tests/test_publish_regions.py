@@ -1,4 +1,4 @@
-"""Seed 000 mechanisms (LAP, KLAP, RKLAP, DP-RKLAP): Table 3 allocation, paper noise scale, empirical privacy of
+"""Liu, Zhi et al. mechanisms (LAP, KLAP, RKLAP, DP-RKLAP): Table 3 allocation, paper noise scale, empirical privacy of
 the sound variants (and that the audit catches half the noise), Table 1 in shape, and input errors."""
 
 from __future__ import annotations

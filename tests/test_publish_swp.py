@@ -1,4 +1,4 @@
-"""Seed 004 mechanisms (SWP / sort-SWP): paper DA and noise formulas, empirical privacy of the sound variants."""
+"""Liu et al. 2021 mechanisms (SWP / sort-SWP): paper DA and noise formulas, empirical privacy of the sound variants."""
 
 import numpy as np
 import pytest

@@ -196,13 +196,13 @@ def test_shapes_dtypes_determinism_per_profile(name):
 
 
 def test_pattern_priors_follow_table1():
-    # Seed 003 Table 1: whorls most frequent among Asian fingers, arches among Black fingers.
+    # Yan et al. 2025 Table 1: whorls most frequent among Asian fingers, arches among Black fingers.
     casia, nist, soco = (get_profile(n).pattern_prior for n in ("casia", "nist_sd10", "socofing"))
     assert casia["whorl"] > soco["whorl"] > nist["whorl"]
     assert soco["arch"] > nist["arch"] > casia["arch"]
     for prior in (casia, nist, soco):
         assert sum(prior.values()) == pytest.approx(1.0) and min(prior.values()) > 0
-    # the population tables are seed 003 Table 1's Black, White and Asian columns
+    # the population tables are Yan et al. 2025 Table 1's Black, White and Asian columns
     import tomllib
 
     from data.synth.profiles import PROFILES_FILE

@@ -1,6 +1,6 @@
 """Domain profiles of the synthetic generator, loaded from ``profiles.toml`` (profiles are data).
 
-A profile fixes everything that makes one synthetic "database" differ from another (seed 003 Table 2): image
+A profile fixes everything that makes one synthetic "database" differ from another (Yan et al. 2025 Table 2): image
 size and resolution, population pattern prior, sensor look, distortion and quality ranges.
 """
 
@@ -78,7 +78,7 @@ class Profile:
 def pattern_prior(base: dict[str, float], shares: dict[str, float]) -> dict[str, float]:
     """Class prior of a population: natural frequencies x (population share / 25 %), renormalised.
 
-    ``shares`` holds seed 003 Table 1's percentages for ``loops``, ``whorls``, ``arches``, ``tented_arches``.
+    ``shares`` holds Yan et al. 2025 Table 1's percentages for ``loops``, ``whorls``, ``arches``, ``tented_arches``.
     """
     mult = {"arch": shares["arches"], "tented_arch": shares["tented_arches"], "left_loop": shares["loops"],
             "right_loop": shares["loops"], "whorl": shares["whorls"]}

@@ -1,1 +1,1 @@
-"""DP publication mechanisms for fingerprint images and minutiae sets (seeds 000, 001, 002, 004)."""
+"""DP publication mechanisms for fingerprint images and minutiae sets (references: docs/references.md)."""

@@ -1,4 +1,4 @@
-"""DP-RKLAP (seed 000, Alg. 4 + Alg. 5): RKLAP regions noised one by one with a dynamically allocated budget.
+"""DP-RKLAP (Liu, Zhi et al., Alg. 4 + Alg. 5): RKLAP regions noised one by one with a dynamically allocated budget.
 
 The regions are the RKLAP bands (:mod:`privacy.publish.rklap`), one per cluster of >= 5 minutiae, with density
 ``I_i = M_i / Q_i`` (Eq. 37). The budget is ``epsilon = epsilon_1 + epsilon_2``: epsilon_1 orders the regions by

@@ -1,7 +1,7 @@
-"""Seed 001 (Zhang, Fu, Meng 2018): DP image publication in the Fourier domain — FIP, EMK, BEMK.
+"""Zhang et al. 2018 (Zhang, Fu, Meng 2018): DP image publication in the Fourier domain — FIP, EMK, BEMK.
 
 * **FIP** keeps a k×k block of DFT coefficients, adds Laplace noise to their real and imaginary parts, zero-fills the
-  rest of the spectrum and inverts (seed 001 §3.2, steps 1–8).
+  rest of the spectrum and inverts (Zhang et al. 2018 §3.2, steps 1–8).
 * **EMK** picks k with the exponential mechanism, score −U(W, k) = −(RE(k) + noise error) (Eqs. 12–13), then runs FIP.
 * **BEMK** does the same on the real (half) spectrum, ``rfft2`` / ``irfft2`` (Eq. 7 and the BEMK listing).
 
@@ -40,7 +40,8 @@ from privacy.publish.base import Guarantee, Publication, check_epsilon, check_im
 from privacy.publish.primitives import PIXEL_NEIGHBOURS, PIXEL_RANGE, exponential_mechanism, laplace
 
 _PAPER_CAVEAT = (
-    "seed 001 computes its sensitivities from the image itself (Δ2W = largest column L2 norm, Δ1W = largest column "
+    "Zhang et al. 2018 compute the sensitivities from the image itself (Δ2W = largest column L2 norm, Δ1W = largest "
+    "column "
     "L1 norm), so the noise scale depends on the private data; Thm 3's √k should be k for a k×k block; the EMK/BEMK "
     "listings use the full ε in both the selection and the Laplace step")
 
@@ -117,7 +118,7 @@ def _sound_guarantee(epsilon: float, composition: str, released: str) -> Guarant
         dp=True, epsilon=epsilon, delta=0.0, neighbouring=PIXEL_NEIGHBOURS,
         protected="every pixel value (the whole image is released only through the noisy low-frequency block)",
         released_exactly=released, composition=composition,
-        caveats="under seed 001's own relation (images differing in one pixel column of m pixels) the same "
+        caveats="under Zhang et al. 2018's own relation (images differing in one pixel column of m pixels) the same "
                 "release is (m·ε)-DP by group privacy; the bound √2·N·255/√(mn) is a worst case over pixel "
                 "positions and is loose by up to √2")
 
@@ -135,12 +136,12 @@ def _select_k_sound(image: np.ndarray, epsilon1: float, epsilon2: float, half: b
 
 # ----------------------------------------------------------------------------------------------------------- paper
 def paper_delta2(image: np.ndarray) -> float:
-    """Seed 001's Δ2W: the largest column L2 norm of the image itself (Thm 3 proof) — data-dependent."""
+    """Zhang et al. 2018's Δ2W: the largest column L2 norm of the image itself (Thm 3 proof) — data-dependent."""
     return float(np.sqrt((image.astype(np.float64) ** 2).sum(axis=0)).max())
 
 
 def paper_delta1(image: np.ndarray) -> float:
-    """Seed 001's Δ1W: the largest column L1 norm of the image itself (§3.1) — data-dependent."""
+    """Zhang et al. 2018's Δ1W: the largest column L1 norm of the image itself (§3.1) — data-dependent."""
     return float(image.astype(np.float64).sum(axis=0).max())
 
 
@@ -155,7 +156,7 @@ def paper_max_k(shape: tuple[int, int], half: bool) -> int:
 
 
 def paper_scores(image: np.ndarray, epsilon: float, half: bool) -> np.ndarray:
-    """−U(W, k) for k = 1..K of seed 001 Eq. 12 (EMK) / BEMK step 5, RE over the literal top-left k×k corner."""
+    """−U(W, k) for k = 1..K (Zhang et al. 2018, Eq. 12 / BEMK step 5), RE over the literal top-left k×k corner."""
     energy = np.abs(_paper_spectrum(image, half)) ** 2 * (2.0 if half else 1.0)
     kmax = paper_max_k(image.shape, half)
     ks = np.arange(1, kmax + 1)
@@ -179,8 +180,8 @@ def _paper_release(image: np.ndarray, k: int, epsilon: float, half: bool,
 def _paper_guarantee(epsilon: float, what: str) -> Guarantee:
     return Guarantee(
         dp=False, epsilon=epsilon, delta=0.0,
-        neighbouring="seed 001 Def. 1: images differing in one pixel column",
-        protected=f"nothing provably ({what} as printed in seed 001)",
+        neighbouring="Zhang et al. 2018 Def. 1: images differing in one pixel column",
+        protected=f"nothing provably ({what} as printed in Zhang et al. 2018)",
         released_exactly="the noise scale, which is a function of the raw image",
         composition="the listing uses the full ε for the selection of k and again for the Laplace step"
         if what != "FIP" else "single Laplace step with ε",
@@ -190,7 +191,7 @@ def _paper_guarantee(epsilon: float, what: str) -> Guarantee:
 # ----------------------------------------------------------------------------------------------------------- API
 def publish_fip(image: np.ndarray, minutiae: np.ndarray | None, epsilon: float, rng: np.random.Generator,
                 variant: str = "sound", *, k: int | None = None) -> Publication:
-    """FIP: Laplace-noised k×k low-frequency DFT block, zero-filled and inverted (seed 001 §3.2).
+    """FIP: Laplace-noised k×k low-frequency DFT block, zero-filled and inverted (Zhang et al. 2018 §3.2).
 
     Parameters
     ----------
@@ -232,7 +233,7 @@ def _publish_em(name: str, half: bool, image: np.ndarray, epsilon: float, rng: n
         kmax = paper_max_k(image.shape, half)
         du = (1 + np.sqrt(kmax)) * paper_delta1(image)  # Thm 4 with the largest candidate k
         if du <= 0:
-            raise ValueError("image: seed 001's ΔU = (1 + √k)·Δ1W is 0 for an all-black image; the paper's "
+            raise ValueError("image: Zhang et al. 2018's ΔU = (1 + √k)·Δ1W is 0 for an all-black image; the paper's "
                              "exponential mechanism is undefined")
         scores = paper_scores(image, epsilon, half)
         k = exponential_mechanism(rng, scores, epsilon, du) + 1
@@ -256,7 +257,8 @@ def _publish_em(name: str, half: bool, image: np.ndarray, epsilon: float, rng: n
 
 def publish_emk(image: np.ndarray, minutiae: np.ndarray | None, epsilon: float, rng: np.random.Generator,
                 variant: str = "sound", *, select_fraction: float = 0.1) -> Publication:
-    """EMK: k chosen by the exponential mechanism on −U(W, k) = −(RE(k) + LE(k)), then FIP (seed 001 Eqs. 12–16).
+    """EMK: k chosen by the exponential mechanism on −U(W, k) = −(RE(k) + LE(k)), then FIP (Zhang et al. 2018,
+    Eqs. 12–16).
 
     ``select_fraction`` (sound only): ε1 = select_fraction·ε for the choice of k, ε2 = ε − ε1 for the Laplace step.
     The paper variant uses the full ε for both, as its listing does.
@@ -266,7 +268,7 @@ def publish_emk(image: np.ndarray, minutiae: np.ndarray | None, epsilon: float, 
 
 def publish_bemk(image: np.ndarray, minutiae: np.ndarray | None, epsilon: float, rng: np.random.Generator,
                  variant: str = "sound", *, select_fraction: float = 0.1) -> Publication:
-    """BEMK: EMK on the real half spectrum (``rfft2``/``irfft2``), seed 001 Eq. 7 and the BEMK listing.
+    """BEMK: EMK on the real half spectrum (``rfft2``/``irfft2``), Zhang et al. 2018 Eq. 7 and the BEMK listing.
 
     Same budget split as :func:`publish_emk`; the block has (2k−1)·k coefficients instead of (2k−1)², so the
     sensitivity and the noise are about half of EMK's for the same k.

@@ -1,4 +1,4 @@
-"""KLAP (seed 000, Alg. 2): Laplace noise only inside padded boxes around clusters of minutiae.
+"""KLAP (Liu, Zhi et al., Alg. 2): Laplace noise only inside padded boxes around clusters of minutiae.
 
 Minutiae are clustered by AGNES (:func:`privacy.publish.regions.cluster_minutiae`), clusters of >= 5 minutiae
 (M_i > 4) are kept, each gets its bounding box padded by the smallest intra-cluster coordinate interval

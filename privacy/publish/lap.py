@@ -1,4 +1,4 @@
-"""LAP (seed 000, Alg. 1): Laplace noise on every pixel of the fingerprint image.
+"""LAP (Liu, Zhi et al., Alg. 1): Laplace noise on every pixel of the fingerprint image.
 
 paper
     ``X'_pq = X_pq + Lap(Delta Q / epsilon)`` with ``Delta Q = m * n`` (Eqs. 8-9) and the paper's minimum
@@ -30,7 +30,7 @@ def publish_lap(
     variant: str = "sound",
     **options,
 ) -> Publication:
-    """Publish ``image`` with Laplace noise on every pixel (LAP, seed 000 Alg. 1).
+    """Publish ``image`` with Laplace noise on every pixel (LAP, Liu, Zhi et al. Alg. 1).
 
     Parameters
     ----------

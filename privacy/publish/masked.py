@@ -1,4 +1,4 @@
-"""Laplace noise on a minutiae-derived mask (seed 000's KLAP and RKLAP) and the guarantee statements they share
+"""Laplace noise on a minutiae-derived mask (Liu, Zhi et al.'s KLAP and RKLAP) and the guarantee statements they share
 with DP-RKLAP.
 
 Why the paper's variants are not DP, and what the sound ones prove

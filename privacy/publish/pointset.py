@@ -1,4 +1,4 @@
-"""DP point-set publication (seed 002, Fang's thesis Ch. 4) applied to a fingerprint's minutiae set.
+"""DP point-set publication (Fang 2013, Fang's thesis Ch. 4) applied to a fingerprint's minutiae set.
 
 Mechanism (thesis Sec. 4.3, steps A1–A3 and B1–B2):
 
@@ -270,7 +270,7 @@ def publish_pointset(
     protect: str = "minutia",
     domain: tuple[int, int] | None = None,
 ) -> Publication:
-    """Publish a minutiae set with ε-DP (seed 002 Ch. 4; see the module docstring for the proof).
+    """Publish a minutiae set with ε-DP (Fang 2013 Ch. 4; see the module docstring for the proof).
 
     Parameters
     ----------

@@ -1,10 +1,10 @@
 """Shared DP primitives for the image-publication mechanisms: Laplace noise, the exponential mechanism, and the
-one definition of neighbouring images used by every *sound* variant of seeds 001 and 004.
+one definition of neighbouring images used by every *sound* variant (Zhang et al. 2018; Liu et al. 2021).
 
 ε semantics (used by ``fourier.py`` and ``swp.py``): ``epsilon`` is the total budget of one release of one image;
 two images are neighbours when they have the same shape and differ in the value of one pixel (values in [0, 255]).
 A one-pixel change therefore moves the image by at most 255 in every norm (L1, L2, L∞). Guarantees under other
-relations follow by group privacy (e.g. seed 001's one-column relation: m pixels → m·ε).
+relations follow by group privacy (e.g. Zhang et al. 2018's one-column relation: m pixels → m·ε).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def laplace(rng: np.random.Generator, scale: float, size: int | tuple[int, ...] 
 
 
 def exponential_mechanism_logits(scores: np.ndarray, epsilon: float, sensitivity: float) -> np.ndarray:
-    """Log-probabilities (normalised) of the exponential mechanism Pr[i] ∝ exp(ε·score_i / (2Δu)) (seed 001 Eq. 4)."""
+    """Normalised log-probabilities of the exponential mechanism Pr[i] ∝ exp(ε·score_i / (2Δu)) (Zhang 2018, Eq. 4)."""
     if sensitivity <= 0 or not np.isfinite(sensitivity):
         raise ValueError(f"exponential mechanism: sensitivity must be finite and > 0, got {sensitivity}")
     z = epsilon * np.asarray(scores, np.float64) / (2.0 * sensitivity)

@@ -1,4 +1,4 @@
-"""Shared pieces of seed 000 (LAP / KLAP / RKLAP / DP-RKLAP): minutiae clustering, padded boxes, regression
+"""Shared pieces of Liu, Zhi et al. (LAP / KLAP / RKLAP / DP-RKLAP): minutiae clustering, padded boxes, regression
 bands, masks, the Alg. 4 budget allocation, the exponential-mechanism ordering and the Laplace noise.
 
 Coordinates follow :mod:`data.minutiae`: ``x`` is the pixel column, ``y`` the pixel row. Boxes are inclusive
@@ -6,7 +6,7 @@ Coordinates follow :mod:`data.minutiae`: ``x`` is the pixel column, ``y`` the pi
 its box only (``box_mask``), so a region costs O(box) and full-image masks are built with slicing.
 
 Paper: Liu, Zhi, Zhao, He, "Research on local fingerprint image differential privacy protection method based on
-clustering algorithm and regression algorithm segmentation image" (IEEE Access; seed 000).
+clustering algorithm and regression algorithm segmentation image" (IEEE Access; Liu, Zhi et al.).
 """
 
 from __future__ import annotations

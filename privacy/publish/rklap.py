@@ -1,4 +1,4 @@
-"""RKLAP (seed 000, Alg. 3): Laplace noise only on regression bands through the clusters of minutiae.
+"""RKLAP (Liu, Zhi et al., Alg. 3): Laplace noise only on regression bands through the clusters of minutiae.
 
 Per KLAP cluster (>= 5 minutiae) a polynomial ``y = h(x)`` is fitted, its degree chosen so that the maximum
 residual is closest to the cluster's smallest pairwise distance (Eq. 25); the band half-width is

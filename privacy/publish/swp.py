@@ -1,4 +1,4 @@
-"""Seed 004 (Liu et al. 2021): sliding-window publication SWP, the SAS sort and sort-SWP, optional mean/median filter.
+"""Sliding-window publication SWP, the SAS sort and sort-SWP, optional mean/median filter (Liu et al. 2021).
 
 The image is flattened row-major to a stream and cut into k = ⌈HW/|W|⌉ disjoint windows (the last one may be
 shorter). A window is published with Laplace noise unless it is similar to the last published window, in which case
@@ -42,7 +42,7 @@ so the score vector is ε_sort-DP
 style), refined by the paper's annealing *on the noisy scores only* (post-processing). SWP on that public order
 then costs ε_test + ε_pub as above, and un-permuting is post-processing: ε_sort + ε_test + ε_pub = ε.
 
-The optional mean / median filter (seed 004 §4.2) is applied to the released uint8 image: post-processing.
+The optional mean / median filter (Liu et al. 2021 §4.2) is applied to the released uint8 image: post-processing.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ from scipy import ndimage
 from privacy.publish.base import Guarantee, Publication, check_epsilon, check_image, check_variant, clip_uint8
 from privacy.publish.primitives import PIXEL_NEIGHBOURS, PIXEL_RANGE, exponential_ordering, laplace
 
-DEFAULT_WINDOW = 56  # seed 004 §4.3 (ORL)
-PAPER_THRESHOLD = 10.0  # θ' of seed 004 §3.4's example
+DEFAULT_WINDOW = 56  # Liu et al. 2021 §4.3 (ORL)
+PAPER_THRESHOLD = 10.0  # θ' of Liu et al. 2021 §3.4's example
 SOUND_THRESHOLD = 60.0  # θ' of the sound test: RMS gray-level difference to the last published window
 SIGMA = 0.9  # σ of Eq. 14, "between 0.8 and 1"
 FILTERS = (None, "mean", "median")
@@ -95,7 +95,7 @@ def _fractions(**fr: float) -> None:
 
 # ----------------------------------------------------------------------------------------------------------- paper
 def paper_similarity(published: np.ndarray, raw: np.ndarray, threshold: float, sigma: float = SIGMA) -> np.ndarray:
-    """θ of seed 004's EM mechanism (Eqs. 11–17) between rows of ``published`` and ``raw`` (same shape (..., n)).
+    """θ of Liu et al. 2021's EM mechanism (Eqs. 11–17) between rows of ``published`` and ``raw`` (same shape (..., n)).
 
     θ = φ·d/(ρ + σ): d Euclidean distance (Eq. 11), ρ Jaccard index of the gray-level sets (Eq. 13), φ from the
     Hamming distance μ of the average hashes (Eq. 16): θ'(ρ+σ)/d if μ < 0.078n, 1 if μ <= 0.156n, else
@@ -167,8 +167,8 @@ def _anneal(values: np.ndarray, order: np.ndarray, rng: np.random.Generator, t0:
 
 def _paper_guarantee(epsilon: float, what: str, composition: str) -> Guarantee:
     return Guarantee(
-        dp=False, epsilon=epsilon, delta=0.0, neighbouring="seed 004 Def. 1: images differing in one pixel",
-        protected=f"nothing provably ({what} as printed in seed 004)",
+        dp=False, epsilon=epsilon, delta=0.0, neighbouring="Liu et al. 2021 Def. 1: images differing in one pixel",
+        protected=f"nothing provably ({what} as printed in Liu et al. 2021)",
         released_exactly="which windows were repeated (decided on raw pixels); the noise scale (the image's "
                          "gray-level range)" + ("; the window order (annealed on raw similarities)"
                                                 if what == "sort-SWP" else ""),
@@ -219,7 +219,7 @@ def _sound_guarantee(epsilon: float, composition: str, released: str) -> Guarant
 def publish_swp(image: np.ndarray, minutiae: np.ndarray | None, epsilon: float, rng: np.random.Generator,
                 variant: str = "sound", *, window_size: int = DEFAULT_WINDOW, threshold: float | None = None,
                 test_fraction: float = 0.2, post_filter: str | None = None, filter_size: int = 3) -> Publication:
-    """SWP: sliding-window publication with similarity-based reuse (seed 004 Algorithm 1).
+    """SWP: sliding-window publication with similarity-based reuse (Liu et al. 2021 Algorithm 1).
 
     Parameters
     ----------
@@ -231,7 +231,7 @@ def publish_swp(image: np.ndarray, minutiae: np.ndarray | None, epsilon: float, 
     rng : numpy.random.Generator
     variant : {"sound", "paper"}
     window_size : int
-        |W|, values per window, 1 <= |W| <= H·W (default 56, seed 004's ORL setting).
+        |W|, values per window, 1 <= |W| <= H·W (default 56, Liu et al. 2021's ORL setting).
     threshold : float, optional
         θ'. Paper: on the EM similarity θ (default 10, the paper's example). Sound: on the RMS gray-level difference
         q (default 60).
@@ -273,7 +273,7 @@ def publish_sort_swp(image: np.ndarray, minutiae: np.ndarray | None, epsilon: fl
                      sort_fraction: float = 0.1, test_fraction: float = 0.2, anneal: bool = True,
                      t0: float = 100.0, gamma: float = 0.99, t_min: float = 1e-3,
                      post_filter: str | None = None, filter_size: int = 3) -> Publication:
-    """Sort-SWP: SAS ordering of the windows, SWP on that order, un-permute (seed 004 Algorithms 2–3).
+    """Sort-SWP: SAS ordering of the windows, SWP on that order, un-permute (Liu et al. 2021 Algorithms 2–3).
 
     Parameters as :func:`publish_swp`, plus
     sort_fraction : float
