@@ -37,8 +37,17 @@ def test_train_writes_a_complete_run_dir(dataset_config, tmp_path, mode, capsys)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert len(metrics["per_client"]) == 2
     assert 0.0 <= metrics["average"]["eer"] <= 1.0
-    assert len(list(run_dir.glob("model_*.pt"))) == (1 if mode == "centralized" else 2)
-    assert "open-set" in (run_dir / "report.md").read_text()
+    files = sorted(run_dir.glob("model_*.pt"))
+    assert len(files) == (1 if mode == "centralized" else 2)
+    from models.model_file import load_model
+
+    for f in files:  # usable model files: weights, pipeline, a validation threshold, provenance
+        m = load_model(f)
+        assert m.threshold is not None and m.spec.size == 32 and m.meta["provenance"]["command"]
+        assert m.meta["metrics"]["test"] and m.meta["data"]["sources"][0]["layout"] == "generic"
+    report = (run_dir / "report.md").read_text()
+    assert "open-set" in report and "## Provenance" in report and "EER on real fingerprints" in report
+    assert json.loads((run_dir / "provenance.json").read_text())["packages"]["torch"]
     assert "report:" in capsys.readouterr().out
 
 
