@@ -31,7 +31,7 @@ from server.rundir import markdown_table, new_run_dir, report_provenance
 
 MODES = ("centralized", "local")
 DP_COLUMNS = ["model", "epsilon", "delta", "noise_multiplier", "max_grad_norm", "sample_rate", "steps", "accountant",
-              "pairs"]
+              "pairs", "pairs_per_finger", "finger_epsilon", "finger_delta"]
 METRIC_COLUMNS = ["client", "domain", "accuracy", "precision", "recall", "f1", "roc_auc", "eer", "fmr100",
                   "fmr1000", "n_genuine", "n_impostor", "threshold"]
 
@@ -154,7 +154,10 @@ def _dp_section(dp: dict) -> str:
             f"Every model trained with DP-SGD on a fixed pair set drawn once, Poisson-sampled{target}; ε is "
             "Opacus's accountant at the listed δ after all steps.\n\n"
             + markdown_table([{**r, "delta": f"{r['delta']:.3g}"} for r in dp["per_model"]], DP_COLUMNS)
-            + f"\n**Unit of privacy.** {dp['group_privacy']}\n\n")
+            + f"\n**Unit of privacy.** {dp['group_privacy']}\n\n"
+            + "".join(f"**{r['model']}: the finger-level guarantee is vacuous** (δ = 1 for a finger in "
+                      f"{r['pairs_per_finger']} pairs): DP-SGD here protects pairs, not fingers.\n\n"
+                      for r in dp["per_model"] if r["finger_delta"] >= 1.0))
 
 
 def _report(cfg, mode, clients, rows, avg, history, seconds, dp, real) -> str:

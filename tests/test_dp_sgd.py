@@ -215,3 +215,21 @@ def test_injected_generators_make_dp_training_reproducible_for_tests(client):
                          noise_multiplier=1.0, progress=False, generators=gens)
         params.append(torch.cat([p.detach().reshape(-1) for p in enc.parameters()]))
     assert torch.equal(params[0], params[1])
+
+
+def test_group_privacy_bound_and_finger_accounting(client):
+    import math
+
+    from client.dp_sgd import group_privacy, max_pairs_per_finger, train_siamese_dp
+
+    assert group_privacy(1.0, 1e-5, 1) == (1.0, pytest.approx(1e-5))
+    eps, delta = group_privacy(0.5, 1e-6, 4)
+    assert eps == 2.0 and delta == pytest.approx(4 * math.exp(1.5) * 1e-6)  # not "≈ g·ε, same δ"
+    assert group_privacy(2.0, 1e-5, 20)[1] == 1.0  # vacuous: capped at 1
+    g = max_pairs_per_finger(client.train_pairs)
+    assert g > 1
+    _, acc = train_siamese_dp(_encoder(0), client.images, client.train_pairs, TrainConfig(epochs=1, batch_size=8),
+                              noise_multiplier=1.0, progress=False)
+    assert acc["pairs_per_finger"] >= 1 and acc["finger_epsilon"] == pytest.approx(acc["pairs_per_finger"] *
+                                                                                   acc["epsilon"])
+    assert acc["finger_vacuous"] == (acc["finger_delta"] >= 1.0)
