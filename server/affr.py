@@ -364,6 +364,7 @@ class AFFR(FedAvg):
             self.history.append(entry)
             return None, None
 
+        newcomers = [n for n in sorted(accepted) if n not in self.alpha]
         self._admit(sorted(accepted))
         present = sorted(accepted)
         mass = math.fsum(self.alpha[n] for n in present)
@@ -373,10 +374,22 @@ class AFFR(FedAvg):
             log(WARNING, "aggregate_train: present nodes %s hold no stored weight; starting from uniform",
                 present)
             start = {n: 1.0 / len(present) for n in present}
-        round_weights = update_weights(start, {n: gaps[n] for n in present}, d_t)
+        # Newcomers' gaps are 0 by definition (no previous local model), not measured: they stay out of the
+        # centring μ and keep their entry weight this round; the update moves the others within their share.
+        veterans = [n for n in present if n not in newcomers]
+        share = math.fsum(start[n] for n in veterans)
+        round_weights = dict(start)
+        if veterans and share > 0:
+            moved = update_weights({n: start[n] / share for n in veterans}, {n: gaps[n] for n in veterans}, d_t)
+            round_weights.update({n: moved[n] * share for n in veterans})
         if mass > 0:
             for n in present:
                 self.alpha[n] = round_weights[n] * mass
+        else:  # the nodes that held all the weight are gone: the present ones take over from uniform
+            for n in present:
+                self.alpha[n] = round_weights[n]
+            total = math.fsum(self.alpha.values())
+            self.alpha = {n: a / total for n, a in self.alpha.items()}
         entry["round_weights"], entry["alpha"] = round_weights, dict(self.alpha)
         self.history.append(entry)
         log(INFO, "aggregate_train: round %d, step %.4f, weights %s", t, d_t,

@@ -373,7 +373,22 @@ def test_present_nodes_without_stored_mass_start_uniform(glob):
     run_round(strat, 1, glob, {n: models[n] for n in (11, 22)}, {11: 0.1, 22: 0.1})
     assert strat.history[-1]["round"] == 2
     assert strat.history[-1]["round_weights"] == {11: 0.5, 22: 0.5}
-    assert strat.alpha == {11: 0.0, 22: 0.0, 33: 1.0}
+    # they take over: no longer stuck at 0 while the node that held all the weight is gone (renormalised)
+    assert strat.alpha == pytest.approx({11: 0.25, 22: 0.25, 33: 0.5})
+
+
+def test_a_newcomers_forced_zero_gap_does_not_move_the_others(glob):
+    """A node joining late reports gap 0 by definition; it must not enter the centring μ of the others."""
+    models = three_models()
+    with_new, without = AFFR(num_rounds=6, step=0.3), AFFR(num_rounds=6, step=0.3)
+    gaps = {11: 0.3, 22: 0.1, 33: 0.0}
+    for t in (1, 2):
+        run_round(with_new, t, glob, {n: models[n] for n in (11, 22)}, gaps)
+        run_round(without, t, glob, {n: models[n] for n in (11, 22)}, gaps)
+    run_round(with_new, 3, glob, models, gaps)  # node 33 joins in round 3
+    run_round(without, 3, glob, {n: models[n] for n in (11, 22)}, gaps)
+    a, b = with_new.history[-1]["round_weights"], without.history[-1]["round_weights"]
+    assert a[11] / a[22] == pytest.approx(b[11] / b[22])  # the veterans moved exactly as without it
 
 
 def test_metrics_aggregated_like_fedavg_on_shared_keys(glob):
