@@ -31,6 +31,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("attacks.cli", "privacy attacks (gradient inversion, imprint, membership inference) on a run"),
 }
 LOG_LEVELS = ("debug", "info", "warning", "error")
+#: Exceptions that mean "bad input" (arguments, files, folders): one line and exit status 2, never a traceback.
+USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
+               PermissionError)
 
 
 def _meaningful(default: object) -> bool:
@@ -160,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     _configure_logging(args.log_level)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as exc:  # user-facing input errors: one clear line, no traceback
+    except USER_ERRORS as exc:  # user-facing input errors: one clear line, no traceback
         print(f"fedprint {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

@@ -194,7 +194,10 @@ def load_run(run_dir: str | Path) -> RunInfo:
     info = RunInfo(run_dir=run_dir, kind=kind, cfg=cfg, epochs_per_client=cfg.train.epochs)
     if kind == "train":
         for path in sorted([*run_dir.glob("model_*.pt"), *run_dir.glob("checkpoint_*.pt")]):
-            ck = torch.load(path, map_location="cpu", weights_only=True)
+            try:
+                ck = torch.load(path, map_location="cpu", weights_only=True)
+            except Exception as exc:  # torch raises many types for corrupt / foreign files
+                raise ValueError(f"{path}: not a readable model file ({type(exc).__name__})") from None
             name = path.stem.split("_", 1)[1]
             net = _encoder_from_state(ck["state_dict"], ck["encoder"], int(ck["embedding_dim"]), path,
                                       **dict(ck.get("encoder_kwargs") or {}))

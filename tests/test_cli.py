@@ -37,3 +37,18 @@ def test_every_registered_command_is_listed_and_shows_defaults() -> None:
 def test_global_quiet_reaches_the_command() -> None:
     assert fedprint_cli.parse(["-q", "simulate", "--config", "demo"]).quiet is True
     assert fedprint_cli.parse(["simulate", "--config", "demo"]).quiet is False
+
+
+def test_bad_files_are_one_line_and_exit_2(tmp_path, capsys):
+    existing = tmp_path / "afile"
+    existing.write_text("x")
+    assert fedprint_cli.main(["data", "synth", "--out", str(existing), "--fingers", "2", "--impressions", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "afile" in err and "Traceback" not in err
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text('{"mode": "centralized"}')
+    (run / "model_centralized.pt").write_bytes(b"corrupt")
+    assert fedprint_cli.main(["audit", "--run", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "model_centralized.pt" in err and "Traceback" not in err
