@@ -66,4 +66,5 @@ def make_partitions(records: Sequence[FingerprintRecord], partition, *, seed: in
         n = len({r.domain for r in records})
         return partition_by_domain(records, betas=betas or [default_beta] * n)
     return partition_split(records, partition.n_clients, mode=partition.mode, alpha=partition.alpha,
-                           seed=seed, betas=betas or [default_beta] * partition.n_clients)
+                           seed=seed, betas=betas or [default_beta] * partition.n_clients,
+                           min_fingers=partition.min_fingers)

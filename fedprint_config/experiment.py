@@ -98,13 +98,16 @@ class PartitionSection:
     """``[partition]``: how records are spread over clients (local-only and federated modes).
 
     ``mode = "domain"``: one client per source domain; ``"iid"`` / ``"niid"``: the fingers of the (single)
-    domain split over ``n_clients`` (NIID: Dirichlet(``alpha``) sizes). ``betas``: FP-DFSN β per client
+    domain split over ``n_clients`` (NIID: ``min_fingers`` each — default 6, what the open-set split needs: two
+    fingers with two images for each of train, validation and test — plus Dirichlet(``alpha``) shares of the
+    rest). ``betas``: FP-DFSN β per client
     (empty: every client uses ``fpdfsn.beta``).
     """
 
     mode: str = "domain"
     n_clients: int = 3
     alpha: float = 0.5
+    min_fingers: int = 6
     betas: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:

@@ -30,13 +30,22 @@ def register(subparsers) -> None:
                         "[federation] methods)")
     p.add_argument("--rounds", type=int, default=None, help="server rounds T (default: [federation] rounds)")
     p.add_argument("--out", default=None, help="parent folder of the run directory (default: [run] out)")
+    p.add_argument("--check", action="store_true",
+                   help="only load, partition and split the experiment (no training, nothing written)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_run)
     register_demo(subparsers)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from server.simulate import simulate
+    from server.simulate import check, simulate
+
+    if args.check:
+        from server.rundir import markdown_table
+
+        print(markdown_table(check(args.config, progress=not args.quiet)), end="")
+        print(f"{args.config}: every client can be split and paired")
+        return 0
 
     if args.rounds is not None and args.rounds < 1:
         raise ValueError(f"--rounds: expected an integer >= 1, got {args.rounds}")

@@ -36,6 +36,7 @@ from client.model_export import export_model
 from client.node_data import experiment_partitions, partition_data
 from client.recognition import real_sample_rows
 from data.atomic_io import write_json, write_text
+from data.pairs import split_records
 from data.partition import summary as partition_summary
 from fedprint_config import FEDERATED, METHODS, load_experiment, resolve_experiment
 from fedprint_config.app import refuse_dp_in_federated_runs, with_base_dir
@@ -115,6 +116,37 @@ def run_federated(experiment: str | Path, strategy: str, run_dir: str | Path, *,
     return run_dir
 
 
+def check_partitions(cfg, records: Sequence, parts: Sequence, *, source: str) -> list[dict[str, Any]]:
+    """Split every client with the experiment's protocol (no FP-DFSN, no training); one row per client.
+
+    Raises ValueError naming the client, its fingers and images when its split would leave a part without a
+    genuine pair (e.g. a Dirichlet split that gives a client 2 fingers under the open-set protocol).
+    """
+    rows = []
+    for p in parts:
+        recs = [records[i] for i in p.indices]
+        fingers = len({r.identity for r in recs})
+        try:
+            split = split_records(recs, protocol=cfg.data.protocol, test_fraction=cfg.data.test_fraction,
+                                  val_fraction=cfg.data.val_fraction, seed=cfg.run.seed + p.client_id)
+        except ValueError as exc:
+            raise ValueError(f"{source}: client {p.name!r} ({fingers} fingers, {len(recs)} images) cannot be "
+                             f"split for the {cfg.data.protocol}-set protocol: {exc}") from None
+        rows.append({"client": p.name, "fingers": fingers, "images": len(recs), "train": len(split.train),
+                     "val": len(split.val), "test": len(split.test)})
+    return rows
+
+
+def check(config: str | Path, *, progress: bool = True) -> list[dict[str, Any]]:
+    """``fedprint simulate --check``: load, partition and split the experiment; nothing trained or written."""
+    path = resolve_experiment(config)
+    cfg, _ = load_experiment(path)
+    refuse_dp_in_federated_runs(cfg, str(path))
+    cfg = with_base_dir(cfg, Path.cwd())
+    records, parts = experiment_partitions(cfg, progress=progress)
+    return check_partitions(cfg, records, parts, source=path.name)
+
+
 def require_simulation_runtime() -> None:
     """Flower's simulation runtime needs Ray (the ``simulation`` extra); say so instead of a traceback."""
     import importlib.util
@@ -135,13 +167,13 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
     names = method_names(list(methods or fed.methods), fed.steps)
     if set(methods or fed.methods) & set(FEDERATED):
         require_simulation_runtime()  # before any work or run directory
+    records, parts = experiment_partitions(cfg, progress=progress)
+    check_partitions(cfg, records, parts, source=path.name)  # every client can be split and paired
     run_dir = new_run_dir(out or cfg.run.out, cfg.run.name).resolve()
     write_text(run_dir / "experiment.toml", path.read_text())
     write_json(run_dir / "config.json", {"experiment_file": str(path), "experiment": cfg.to_dict(),
                                          "federation": fed.to_dict(), "rounds": rounds, "methods": names})
     print(f"fedprint simulate: {path.name} -> {run_dir}", flush=True)
-
-    records, parts = experiment_partitions(cfg, progress=progress)
     write_json(run_dir / "partitions.json", partition_summary(parts, records))
     results: dict[str, list[dict]] = {}
     failures: dict[str, list[dict]] = {}
