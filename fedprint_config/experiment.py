@@ -34,7 +34,7 @@ from torch import nn
 from fedprint_config.federation import FederationConfig
 from fedprint_config.train import TrainConfig
 from models.preprocess import InputSpec
-from models.siamese import new_encoder
+from models.siamese import ENCODERS, new_encoder
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,11 @@ class DataSection:
             raise ValueError(f"data.protocol: expected 'open' or 'closed', got {self.protocol!r}")
         if not self.sources:
             raise ValueError("data.sources: at least one source is needed")
+        for name in ("test_fraction", "val_fraction"):  # both > 0: the gaps and thresholds need validation pairs
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise ValueError(f"data.{name}: expected a fraction in (0, 1), got {getattr(self, name)}")
+        if self.max_impostors < 1:
+            raise ValueError(f"data.max_impostors: expected an integer >= 1, got {self.max_impostors}")
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,11 @@ class ModelSection:
     init: str = "random"
 
     def __post_init__(self) -> None:
+        if self.encoder not in ENCODERS:
+            raise ValueError(f"model.encoder: expected one of {ENCODERS}, got {self.encoder!r}")
+        if self.embedding_dim < 1 or self.width < 1:
+            raise ValueError(f"model.embedding_dim / model.width: expected integers >= 1, got {self.embedding_dim} / "
+                             f"{self.width}")
         if self.crop not in ("print", "full"):
             raise ValueError(f"model.crop: expected 'print' or 'full', got {self.crop!r}")
         if not 50 <= self.input_dpi <= 2000:
@@ -191,6 +201,16 @@ class FPDFSNSection:
     border: int | None = None
     radius: int | None = None
     sigma2: float | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.beta <= 1.0:
+            raise ValueError(f"fpdfsn.beta: expected a number in [0, 1], got {self.beta}")
+        for name in ("d0", "radius", "sigma2"):
+            v = getattr(self, name)
+            if v is not None and not v > 0:
+                raise ValueError(f"fpdfsn.{name}: expected a number > 0 (or leave it out), got {v}")
+        if self.border is not None and self.border < 0:
+            raise ValueError(f"fpdfsn.border: expected an integer >= 0 (or leave it out), got {self.border}")
 
 
 @dataclass(frozen=True)

@@ -73,3 +73,16 @@ def test_federated_runs_refuse_dp_instead_of_ignoring_it(tmp_path):
         experiment({"experiment": str(exp), "base-dir": ""})
     assert fedprint_cli.main(["simulate", "--config", str(exp), "--out", str(tmp_path / "runs")]) == 2
     assert not (tmp_path / "runs").exists()  # refused before any run directory is made
+
+
+@pytest.mark.parametrize("table, key", [
+    ({"data": {"val_fraction": 0.0}}, "data.val_fraction"),
+    ({"data": {"test_fraction": 1.0}}, "data.test_fraction"),
+    ({"model": {"encoder": "vgg"}}, "model.encoder"),
+    ({"model": {"input_size": 4}}, "model.input_size"),
+    ({"fpdfsn": {"beta": 1.5}}, "fpdfsn.beta"),
+    ({"fpdfsn": {"sigma2": -1.0}}, "fpdfsn.sigma2"),
+])
+def test_values_that_break_a_later_step_are_rejected_when_read(table, key):
+    with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+        parse_config(table)
