@@ -64,8 +64,6 @@ def real_sample_rows(models: dict[str, Path]) -> list[dict]:
                      "genuine": metrics["n_genuine"], "impostor": metrics["n_impostor"], "EER": metrics["eer"],
                      "ROC AUC": metrics["roc_auc"]})
     return rows
-#: FNMR at FMR = f is reported only with at least this many impostor pairs per unit of 1/f (else it is noise).
-MIN_IMPOSTORS_PER_FMR_UNIT = 1
 
 
 @torch.no_grad()

@@ -65,6 +65,11 @@ class AugmentSpec:
         if self.erase_p > 1:
             raise ValueError(f"AugmentSpec.erase_p: expected a probability in [0, 1], got {self.erase_p}")
 
+    @classmethod
+    def off(cls) -> AugmentSpec:
+        """No augmentation at all."""
+        return cls(**{k: 0.0 for k in asdict(cls())})
+
     @property
     def enabled(self) -> bool:
         return any(v > 0 for v in asdict(self).values())

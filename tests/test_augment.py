@@ -24,7 +24,7 @@ def test_seeded_and_per_sample():
 
 def test_disabled_is_identity_and_rotation_rotates():
     x = _batch()
-    off = AugmentSpec(0, 0, 0, 0, 0, 0, 0)
+    off = AugmentSpec.off()
     assert not off.enabled and torch.equal(augment(x, off, torch.Generator()), x)
     rot = augment(x, AugmentSpec(rotation_deg=90, translation=0, scale=0, elastic=0, contrast=0, noise=0,
                                  erase_p=0), torch.Generator().manual_seed(0))
