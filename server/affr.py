@@ -41,7 +41,7 @@ GAP_SPREAD_TOL = 1e-12
 #: Tolerance on Σ α = 1 for the weights passed to `update_weights`.
 ALPHA_SUM_TOL = 1e-6
 
-STATE_FORMAT = "affr-state/1"
+STATE_FORMAT = "affr-state/2"
 
 
 def step_size(t: int, T: int, d: float) -> float:
@@ -75,7 +75,7 @@ def step_size(t: int, T: int, d: float) -> float:
     return (1.0 - (t - 1) / T) * d
 
 
-def update_weights(alpha: Mapping[int, float], gaps: Mapping[int, float], step: float) -> dict[int, float]:
+def update_weights(alpha: Mapping[Any, float], gaps: Mapping[Any, float], step: float) -> dict[Any, float]:
     """One generalization-adjustment step of the aggregation weights (Eq. 7 as in FedDG-GA).
 
     α_i ← clip(α_i + step · (G_i − μ) / max_j |G_j − μ|, 0, 1), then renormalised to Σ α = 1, where μ is the
@@ -88,9 +88,9 @@ def update_weights(alpha: Mapping[int, float], gaps: Mapping[int, float], step: 
 
     Parameters
     ----------
-    alpha : mapping node id -> float
+    alpha : mapping client -> float
         Current weights of the participating nodes, each in [0, 1], summing to 1 (± `ALPHA_SUM_TOL`).
-    gaps : mapping node id -> float
+    gaps : mapping client -> float
         Generalization gap of each node (same keys as ``alpha``), finite.
     step : float
         Step d_t, finite and >= 0 (see `step_size`).
@@ -160,24 +160,32 @@ def _common_metrics(contents: list[RecordDict]) -> tuple[list[RecordDict], list[
     return restricted, dropped
 
 
-def _node_keys_to_json(d: Mapping[int, Any]) -> dict[str, Any]:
-    return {str(k): v for k, v in d.items()}
+def client_identity(node: int, content: RecordDict | None, record: str = "client", field: str = "name") -> str:
+    """The stable identity a reply speaks for: ``content[record][field]`` (the ClientApp's client name), else
+    ``"node-<id>"``.
+
+    Flower node ids are new on every ``run_simulation`` and every SuperNode restart, so weights keyed by them
+    would not survive a resume; the client name comes from the partition id (simulation) or the node config
+    (deployment) and stays the same.
+    """
+    if content is not None:
+        rec = content.config_records.get(record)
+        if isinstance(rec, ConfigRecord) and isinstance(rec.get(field), str) and rec[field]:
+            return str(rec[field])
+    return f"node-{node}"
 
 
-def _node_keys_from_json(d: Mapping[str, Any]) -> dict[int, Any]:
-    return {int(k): v for k, v in d.items()}
-
-
-#: History fields whose dicts are keyed by node id (int in memory, str in JSON).
-_NODE_KEYED = ("alpha", "round_weights", "gaps", "reported_gaps", "rejected")
+#: History fields that are dicts keyed by client identity.
+_KEYED = ("alpha", "round_weights", "gaps", "reported_gaps", "rejected")
 
 
 class AFFR(FedAvg):
     """AFFR strategy: FedAvg whose aggregation weights follow the clients' generalization gaps (Alg. 1).
 
-    Semantics (all weights are keyed by node id, ``msg.metadata.src_node_id``, so reply order and missing
-    clients cannot scramble them; replies are processed in ascending node id, so the aggregate is bitwise
-    independent of reply order):
+    Semantics (all weights are keyed by the client's stable identity, `client_identity`: the name in the
+    reply's ``client`` ConfigRecord, else ``node-<node id>``. Node ids change on every restart, names do not,
+    so the learned weights survive a resume. Replies are processed in ascending identity, so the aggregate is
+    bitwise independent of reply order; two nodes claiming one identity in a round are both rejected):
 
     * Initialisation: the nodes with a valid reply in the first aggregated round get α_i^0 = 1/C. A node whose
       first valid reply comes later enters with the mean of the stored weights (= 1/K for K known nodes), then
@@ -217,10 +225,10 @@ class AFFR(FedAvg):
 
     Attributes
     ----------
-    alpha : dict[int, float]
-        Stored weight of every node seen so far (sums to 1).
+    alpha : dict[str, float]
+        Stored weight of every client identity seen so far (sums to 1).
     history : list[dict]
-        One entry per aggregated round: ``round``, ``step``, ``participating`` (accepted node ids),
+        One entry per aggregated round: ``round``, ``step``, ``participating`` (accepted identities),
         ``rejected`` ({node: reason}), ``reported_gaps``, ``gaps`` (values used), ``round_weights``
         (weights of this round's average) and ``alpha`` (stored weights after the round).
     """
@@ -240,7 +248,7 @@ class AFFR(FedAvg):
         self.num_rounds = num_rounds
         self.step = float(step)
         self.gap_key = gap_key
-        self.alpha: dict[int, float] = {}
+        self.alpha: dict[str, float] = {}
         self.history: list[dict[str, Any]] = []
         self.round_offset = 0
         self._reference: ArrayRecord | None = None
@@ -284,26 +292,32 @@ class AFFR(FedAvg):
     # ------------------------------------------------------------- validation
     def _screen(
         self, replies: Iterable[Message], expect_arrays: bool, required: list[str], stage: str
-    ) -> tuple[dict[int, RecordDict], dict[int, str]]:
-        """Split replies into accepted contents and rejection reasons, both keyed by node id."""
+    ) -> tuple[dict[str, RecordDict], dict[str, str]]:
+        """Split replies into accepted contents and rejection reasons, both keyed by client identity."""
         by_node: dict[int, list[Message]] = {}
         for msg in replies:
             by_node.setdefault(int(msg.metadata.src_node_id), []).append(msg)
-        accepted: dict[int, RecordDict] = {}
-        rejected: dict[int, str] = {}
-        self._decoded: dict[int, dict] = {}
+        candidates: dict[int, tuple[str, RecordDict, dict]] = {}
+        rejected: dict[str, str] = {}
+
+        def reject(node: int, who: str, reason: str) -> None:
+            rejected[who] = reason
+            log(WARNING, "%s: rejected reply from node %d: %s [%s]", stage, node, reason, who)
+
         for node in sorted(by_node):
             msgs = by_node[node]
+            content = msgs[0].content if len(msgs) == 1 and msgs[0].has_content() else None
+            who = client_identity(node, content)
             if len(msgs) > 1:
                 reason: str | None = f"{len(msgs)} replies from the same node in one round"
             elif msgs[0].has_error():
                 reason = f"error reply (code {msgs[0].error.code}): {msgs[0].error.reason}"
-            elif not msgs[0].has_content():
+            elif content is None:
                 reason = "reply carries neither content nor error"
             else:
                 arrays: dict = {}
                 reason = check_reply(
-                    msgs[0].content,
+                    content,
                     self._reference if expect_arrays else None,
                     required_metric_keys=required,
                     positive_metric_keys=[self.weighted_by_key],
@@ -311,11 +325,20 @@ class AFFR(FedAvg):
                     decoded=arrays,
                 )
             if reason is None:
-                accepted[node] = msgs[0].content
-                self._decoded[node] = arrays  # decoded once here, reused by the aggregation
+                candidates[node] = (who, content, arrays)
             else:
-                rejected[node] = reason
-                log(WARNING, "%s: rejected reply from node %d: %s", stage, node, reason)
+                reject(node, who, reason)
+        claimed: dict[str, list[int]] = {}
+        for node, (who, _, _) in candidates.items():
+            claimed.setdefault(who, []).append(node)
+        accepted: dict[str, RecordDict] = {}
+        self._decoded: dict[str, dict] = {}
+        for node, (who, content, arrays) in sorted(candidates.items(), key=lambda kv: kv[1][0]):
+            if len(claimed[who]) > 1:
+                reject(node, who, f"identity {who!r} claimed by nodes {claimed[who]} in one round")
+                continue
+            accepted[who] = content
+            self._decoded[who] = arrays  # decoded once here, reused by the aggregation
         log(INFO, "%s: %d accepted, %d rejected", stage, len(accepted), len(rejected))
         return accepted, rejected
 
@@ -348,13 +371,13 @@ class AFFR(FedAvg):
             reported[node] = raw
             if node not in self.alpha:
                 if raw != 0.0:
-                    log(INFO, "aggregate_train: node %d participates for the first time; its gap %.4g is "
+                    log(INFO, "aggregate_train: %s participates for the first time; its gap %.4g is "
                         "taken as 0 (no previous local model, Eq. 5)", node, raw)
                 gaps[node] = 0.0
             else:
                 gaps[node] = min(1.0, max(-1.0, raw))
                 if gaps[node] != raw:
-                    log(WARNING, "aggregate_train: gap %.4g of node %d clipped to %.0f",
+                    log(WARNING, "aggregate_train: gap %.4g of %s clipped to %.0f",
                         raw, node, gaps[node])
         entry["reported_gaps"], entry["gaps"] = reported, gaps
 
@@ -400,7 +423,7 @@ class AFFR(FedAvg):
                                           "aggregate_train")
         return arrays, metrics
 
-    def _admit(self, present: list[int]) -> None:
+    def _admit(self, present: list[str]) -> None:
         """Give first-seen nodes their initial weight (1/C at start, mean weight later); renormalise."""
         new = [n for n in present if n not in self.alpha]
         if not new:
@@ -435,19 +458,14 @@ class AFFR(FedAvg):
     # ------------------------------------------------------------- checkpoint
     def state_dict(self) -> dict[str, Any]:
         """JSON-serialisable state: configuration, stored weights, history and rounds done."""
-        history = []
-        for entry in self.history:
-            e = dict(entry)
-            for field in _NODE_KEYED:
-                e[field] = _node_keys_to_json(entry[field])
-            history.append(e)
+        history = [{**e, **{f: dict(e[f]) for f in _KEYED}} for e in self.history]
         return {
             "format": STATE_FORMAT,
             "num_rounds": self.num_rounds,
             "step": self.step,
             "gap_key": self.gap_key,
             "rounds_done": self.rounds_done,
-            "alpha": _node_keys_to_json(self.alpha),
+            "alpha": dict(self.alpha),
             "history": history,
         }
 
@@ -457,19 +475,17 @@ class AFFR(FedAvg):
         The configuration (num_rounds, step, gap_key) must match this instance. Sets ``round_offset`` to the
         rounds already done, because Flower's ``Strategy.start`` numbers the resumed rounds from 1 again.
         """
+        if state.get("format") == "affr-state/1":
+            raise ValueError("state: format 'affr-state/1' keys the weights by Flower node id, which changes on "
+                             "every restart, so it cannot be resumed; start a new run")
         if state.get("format") != STATE_FORMAT:
             raise ValueError(f"state: expected format {STATE_FORMAT!r}, got {state.get('format')!r}")
         for name in ("num_rounds", "step", "gap_key"):
             if state[name] != getattr(self, name):
                 raise ValueError(f"state: {name} = {state[name]!r} does not match this strategy's "
                                  f"{getattr(self, name)!r}")
-        history = []
-        for entry in state["history"]:
-            e = dict(entry)
-            for field in _NODE_KEYED:
-                e[field] = _node_keys_from_json(entry[field])
-            e["participating"] = [int(n) for n in entry["participating"]]
-            history.append(e)
-        self.alpha = {n: float(a) for n, a in _node_keys_from_json(state["alpha"]).items()}
+        history = [{**e, **{f: dict(e[f]) for f in _KEYED}, "participating": [str(n) for n in e["participating"]]}
+                   for e in state["history"]]
+        self.alpha = {str(n): float(a) for n, a in state["alpha"].items()}
         self.history = history
         self.round_offset = int(state["rounds_done"])

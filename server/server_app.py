@@ -161,11 +161,12 @@ def round_rows(strategy: RoundRecorder, t: int) -> tuple[dict[str, Any], list[di
         row: dict[str, Any] = {"round": t, "node": node, "client": _client_name(strategy.identities, node),
                                "train_status": tr["status"] if tr else "no reply",
                                "eval_status": ev["status"] if ev else "no reply"}
-        if hist:
-            if node in hist["rejected"]:
-                row["train_status"] = f"rejected: {hist['rejected'][node]}"
-            row["alpha"] = hist["round_weights"].get(node, float("nan"))
-            row["gap_used"] = hist["gaps"].get(node, float("nan"))
+        if hist:  # AFFR keys its history by client identity (the name, else node-<id>), as row["client"]
+            who = row["client"]
+            if who in hist["rejected"]:
+                row["train_status"] = f"rejected: {hist['rejected'][who]}"
+            row["alpha"] = hist["round_weights"].get(who, float("nan"))
+            row["gap_used"] = hist["gaps"].get(who, float("nan"))
         for src in (tr, ev):
             row.update({k: v for k, v in (src or {}).items() if k != "status"})
         rows.append(row)

@@ -58,8 +58,12 @@ def reply(node: int, arrays: dict[str, np.ndarray] | None, metrics: dict | None 
     return Message(content=content, metadata=meta)
 
 
-def train_reply(node: int, arrays: dict[str, np.ndarray], gap: float, n: int = 10, **extra) -> Message:
-    return reply(node, arrays, {"gap": gap, "num-examples": n, **extra})
+def train_reply(node: int, arrays: dict[str, np.ndarray], gap: float, n: int = 10, name: str | None = None,
+                **extra) -> Message:
+    msg = reply(node, arrays, {"gap": gap, "num-examples": n, **extra})
+    if name is not None:  # the ClientApp's identity record
+        msg.content["client"] = ConfigRecord({"name": name, "client-id": 0})
+    return msg
 
 
 class FakeGrid:
@@ -88,6 +92,13 @@ def weighted(models: dict[int, dict[str, np.ndarray]], weights: dict[int, float]
         acc = sum(weights[n] * models[n][key].astype(np.float64) for n in weights)
         out[key] = (np.rint(acc) if np.issubdtype(dtype, np.integer) else acc).astype(dtype)
     return out
+
+
+def ints(d):
+    """AFFR keys by client identity; these replies carry none, so it is ``node-<id>``: back to node ids."""
+    if isinstance(d, dict):
+        return {int(k.removeprefix("node-")): v for k, v in d.items()}
+    return [int(k.removeprefix("node-")) for k in d]
 
 
 @pytest.fixture(autouse=True)
@@ -216,8 +227,8 @@ def test_round1_uniform_and_aggregate_is_hand_computed_weighted_average(glob):
     strat = AFFR(num_rounds=5, step=0.8)
     # round 1: reported gaps are ignored (first participation, Eq. 5 undefined) -> weights 1/3
     arrays, metrics = run_round(strat, 1, glob, models, {11: 0.5, 22: 0.0, 33: -0.2})
-    assert strat.history[0]["gaps"] == {11: 0.0, 22: 0.0, 33: 0.0}
-    assert strat.history[0]["round_weights"] == pytest.approx({11: 1 / 3, 22: 1 / 3, 33: 1 / 3})
+    assert ints(strat.history[0]["gaps"]) == {11: 0.0, 22: 0.0, 33: 0.0}
+    assert ints(strat.history[0]["round_weights"]) == pytest.approx({11: 1 / 3, 22: 1 / 3, 33: 1 / 3})
     out = numpy_of(arrays)
     expect = weighted(models, {11: 1 / 3, 22: 1 / 3, 33: 1 / 3})
     for key, (_, dtype) in SHAPES.items():
@@ -230,7 +241,7 @@ def test_round1_uniform_and_aggregate_is_hand_computed_weighted_average(glob):
     gaps = {11: 0.3, 22: 0.1, 33: 0.0}
     arrays, _ = run_round(strat, 2, glob, models, gaps)
     expect_w = update_weights({11: 1 / 3, 22: 1 / 3, 33: 1 / 3}, gaps, step_size(2, 5, 0.8))
-    assert strat.history[1]["round_weights"] == pytest.approx(expect_w)
+    assert ints(strat.history[1]["round_weights"]) == pytest.approx(expect_w)
     expect = weighted(models, expect_w)
     for key in SHAPES:
         np.testing.assert_allclose(numpy_of(arrays)[key], expect[key], rtol=1e-6)
@@ -243,7 +254,7 @@ def test_weights_move_towards_larger_gap_over_rounds(glob):
     alphas = []
     for t in range(1, 6):
         run_round(strat, t, glob, models, gaps)
-        alphas.append(dict(strat.alpha))
+        alphas.append(ints(strat.alpha))
     assert alphas[0] == pytest.approx({11: 1 / 3, 22: 1 / 3, 33: 1 / 3})
     a11 = [a[11] for a in alphas]
     assert all(b > a for a, b in zip(a11, a11[1:], strict=False))
@@ -271,24 +282,24 @@ def test_missing_node_is_renormalised_away_and_keeps_its_alpha(glob):
     strat = AFFR(num_rounds=6)
     run_round(strat, 1, glob, models, {11: 0, 22: 0, 33: 0})
     run_round(strat, 2, glob, models, {11: 0.3, 22: 0.1, 33: 0.0})
-    before = dict(strat.alpha)
+    before = ints(strat.alpha)
     configure(strat, 3, glob)
     arrays, _ = strat.aggregate_train(3, [train_reply(22, models[22], 0.0), train_reply(11, models[11], 0.2)])
     h = strat.history[-1]
-    assert h["participating"] == [11, 22]
-    assert strat.alpha[33] == before[33]
+    assert ints(h["participating"]) == [11, 22]
+    assert ints(strat.alpha)[33] == before[33]
     assert sum(strat.alpha.values()) == pytest.approx(1.0)
     mass = before[11] + before[22]
     expect_w = update_weights({11: before[11] / mass, 22: before[22] / mass}, {11: 0.2, 22: 0.0},
                               step_size(3, 6, 0.8))
-    assert h["round_weights"] == pytest.approx(expect_w)
-    assert strat.alpha[11] == pytest.approx(expect_w[11] * mass)
+    assert ints(h["round_weights"]) == pytest.approx(expect_w)
+    assert ints(strat.alpha)[11] == pytest.approx(expect_w[11] * mass)
     expect = weighted(models, expect_w)
     for key in SHAPES:
         np.testing.assert_allclose(numpy_of(arrays)[key], expect[key], rtol=1e-6)
     # the node returns: its stored weight is used again
     run_round(strat, 4, glob, models, {11: 0.0, 22: 0.0, 33: 0.0})
-    assert strat.history[-1]["round_weights"][33] == pytest.approx(strat.alpha[33])
+    assert ints(strat.history[-1]["round_weights"])[33] == pytest.approx(ints(strat.alpha)[33])
 
 
 def test_bad_replies_rejected_with_reasons_and_do_not_affect_aggregate(glob, caplog):
@@ -309,15 +320,15 @@ def test_bad_replies_rejected_with_reasons_and_do_not_affect_aggregate(glob, cap
     configure(dirty, 2, glob)
     good = [train_reply(n, models[n], gaps[n]) for n in (11, 22)]
     arrays, _ = dirty.aggregate_train(2, [*bad.values(), *good])
-    rej = dirty.history[-1]["rejected"]
+    rej = ints(dirty.history[-1]["rejected"])
     assert set(rej) == set(bad)
     assert "non-finite" in rej[33] and "shape" in rej[44] and "'gap' is missing" in rej[45]
     assert "not finite" in rej[46] and "ArrayRecord" in rej[47] and "client crashed" in rej[48]
     assert "missing ['bn.count']" in rej[49]
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert all(any(f"from node {n}:" in w for w in warned) for n in bad)
-    assert dirty.history[-1]["participating"] == [11, 22]
-    assert set(dirty.alpha) == {11, 22, 33}  # junk nodes are never admitted
+    assert ints(dirty.history[-1]["participating"]) == [11, 22]
+    assert set(ints(dirty.alpha)) == {11, 22, 33}  # junk nodes are never admitted
     # same aggregate as a run that only ever saw the two good nodes (33's stored 1/3 is renormalised away)
     clean2 = AFFR(num_rounds=4)
     run_round(clean2, 1, glob, models, gaps)
@@ -334,7 +345,7 @@ def test_duplicate_replies_and_no_usable_reply(glob):
     arrays, metrics = strat.aggregate_train(
         1, [train_reply(11, models[11], 0.0), train_reply(11, models[22], 0.0), reply(22, None, error="x")])
     assert arrays is None and metrics is None
-    assert "2 replies" in strat.history[0]["rejected"][11]
+    assert "2 replies" in ints(strat.history[0]["rejected"])[11]
     assert strat.alpha == {}
 
 
@@ -344,8 +355,8 @@ def test_reported_gap_outside_unit_range_is_clipped(glob):
     run_round(strat, 1, glob, models, {11: 0.0, 22: 0.0, 33: 0.0})
     run_round(strat, 2, glob, models, {11: 40.0, 22: 0.5, 33: -3.0})
     h = strat.history[-1]
-    assert h["gaps"] == {11: 1.0, 22: 0.5, 33: -1.0} and h["reported_gaps"][11] == 40.0
-    assert h["round_weights"] == update_weights({11: 1 / 3, 22: 1 / 3, 33: 1 / 3},
+    assert ints(h["gaps"]) == {11: 1.0, 22: 0.5, 33: -1.0} and ints(h["reported_gaps"])[11] == 40.0
+    assert ints(h["round_weights"]) == update_weights({11: 1 / 3, 22: 1 / 3, 33: 1 / 3},
                                                 {11: 1.0, 22: 0.5, 33: -1.0}, step_size(2, 5, 0.8))
 
 
@@ -354,27 +365,27 @@ def test_new_node_enters_with_mean_weight(glob):
     strat = AFFR(num_rounds=5)
     run_round(strat, 1, glob, {n: models[n] for n in (11, 22)}, {11: 0.0, 22: 0.0})
     run_round(strat, 2, glob, {n: models[n] for n in (11, 22)}, {11: 0.2, 22: 0.0})
-    before = dict(strat.alpha)
+    before = ints(strat.alpha)
     mean = (before[11] + before[22]) / 2
     # node 33 reports a gap on its first participation: taken as 0
     run_round(strat, 3, glob, models, {11: 0.0, 22: 0.0, 33: 0.9})
     h = strat.history[-1]
-    assert h["gaps"][33] == 0.0 and h["reported_gaps"][33] == 0.9
+    assert ints(h["gaps"])[33] == 0.0 and ints(h["reported_gaps"])[33] == 0.9
     total = before[11] + before[22] + mean
-    assert h["round_weights"] == pytest.approx(  # equal gaps -> admitted weights used unchanged
+    assert ints(h["round_weights"]) == pytest.approx(  # equal gaps -> admitted weights used unchanged
         {11: before[11] / total, 22: before[22] / total, 33: mean / total})
 
 
 def test_present_nodes_without_stored_mass_start_uniform(glob):
     models = three_models()
     strat = AFFR(num_rounds=5)
-    strat.load_state_dict({"format": "affr-state/1", "num_rounds": 5, "step": 0.8, "gap_key": "gap",
-                           "rounds_done": 1, "alpha": {"11": 0.0, "22": 0.0, "33": 1.0}, "history": []})
+    strat.load_state_dict({"format": "affr-state/2", "num_rounds": 5, "step": 0.8, "gap_key": "gap",
+                           "rounds_done": 1, "alpha": {"node-11": 0.0, "node-22": 0.0, "node-33": 1.0}, "history": []})
     run_round(strat, 1, glob, {n: models[n] for n in (11, 22)}, {11: 0.1, 22: 0.1})
     assert strat.history[-1]["round"] == 2
-    assert strat.history[-1]["round_weights"] == {11: 0.5, 22: 0.5}
+    assert ints(strat.history[-1]["round_weights"]) == {11: 0.5, 22: 0.5}
     # they take over: no longer stuck at 0 while the node that held all the weight is gone (renormalised)
-    assert strat.alpha == pytest.approx({11: 0.25, 22: 0.25, 33: 0.5})
+    assert ints(strat.alpha) == pytest.approx({11: 0.25, 22: 0.25, 33: 0.5})
 
 
 def test_a_newcomers_forced_zero_gap_does_not_move_the_others(glob):
@@ -387,7 +398,7 @@ def test_a_newcomers_forced_zero_gap_does_not_move_the_others(glob):
         run_round(without, t, glob, {n: models[n] for n in (11, 22)}, gaps)
     run_round(with_new, 3, glob, models, gaps)  # node 33 joins in round 3
     run_round(without, 3, glob, {n: models[n] for n in (11, 22)}, gaps)
-    a, b = with_new.history[-1]["round_weights"], without.history[-1]["round_weights"]
+    a, b = ints(with_new.history[-1]["round_weights"]), ints(without.history[-1]["round_weights"])
     assert a[11] / a[22] == pytest.approx(b[11] / b[22])  # the veterans moved exactly as without it
 
 
@@ -433,6 +444,55 @@ def test_state_dict_round_trip_reproduces_next_round(glob):
     assert dict(met_a) == dict(met_b)
     with pytest.raises(ValueError, match="step"):
         AFFR(num_rounds=5, step=0.8).load_state_dict(state)
+
+
+def test_weights_keyed_by_client_name_survive_new_node_ids_on_resume(glob):
+    """Node ids are new after every restart; the learned α must follow the client names, not the ids."""
+    models = three_models()
+    names = {11: "inst-a", 22: "inst-b", 33: "inst-c"}
+    gaps = {11: 0.3, 22: 0.1, 33: 0.0}
+
+    def named_round(strat, t, ids):  # ids: node id now used by each original node
+        configure(strat, t, glob)
+        replies = [train_reply(ids[n], models[n], gaps[n], name=names[n]) for n in models]
+        return strat.aggregate_train(t, replies)
+
+    same = {n: n for n in models}
+    uninterrupted = AFFR(num_rounds=4, step=0.5)
+    for t in (1, 2, 3):
+        named_round(uninterrupted, t, same)
+    stopped = AFFR(num_rounds=4, step=0.5)
+    for t in (1, 2):
+        named_round(stopped, t, same)
+    assert set(stopped.alpha) == set(names.values())
+    before = dict(stopped.alpha)
+    assert before["inst-a"] > before["inst-b"] > before["inst-c"]  # weights have moved: a real test
+    resumed = AFFR(num_rounds=4, step=0.5)
+    resumed.load_state_dict(json.loads(json.dumps(stopped.state_dict())))
+    assert resumed.alpha == before
+    new_ids = {11: 901, 22: 902, 33: 903}  # what a restarted simulation / SuperNode gets
+    named_round(resumed, 1, new_ids)
+    assert resumed.history[-1]["round_weights"] == pytest.approx(uninterrupted.history[-1]["round_weights"])
+    assert resumed.alpha == pytest.approx(uninterrupted.alpha)
+    assert set(resumed.alpha) == set(names.values())  # the old ids hold no mass
+
+
+def test_two_nodes_claiming_one_identity_are_both_rejected(glob):
+    models = three_models()
+    strat = AFFR(num_rounds=3)
+    configure(strat, 1, glob)
+    strat.aggregate_train(1, [train_reply(11, models[11], 0.0, name="inst-a"),
+                              train_reply(22, models[22], 0.0, name="inst-a"),
+                              train_reply(33, models[33], 0.0, name="inst-c")])
+    h = strat.history[-1]
+    assert h["participating"] == ["inst-c"]
+    assert "claimed by nodes [11, 22]" in h["rejected"]["inst-a"]
+
+
+def test_state_keyed_by_node_id_is_refused():
+    with pytest.raises(ValueError, match="node id"):
+        AFFR(num_rounds=5).load_state_dict({"format": "affr-state/1", "num_rounds": 5, "step": 0.8,
+                                            "gap_key": "gap", "rounds_done": 1, "alpha": {}, "history": []})
 
 
 def test_configure_train_sends_schedule_round_and_requires_reference(glob):
@@ -488,7 +548,7 @@ def test_affr_in_flower_simulation_moves_weight_to_larger_gap(monkeypatch):
     run_simulation(server_app=server, client_app=client, num_supernodes=3,
                    backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}})
     strat = captured["strategy"]
-    assert len(strat.history) == 4 and all(not h["rejected"] for h in strat.history)
+    assert len(strat.history) == 4 and all(not ints(h["rejected"]) for h in strat.history)
     final = strat.history[-1]["alpha"]
     assert len(final) == 3 and sum(final.values()) == pytest.approx(1.0)
     ranked = sorted(final, key=final.get, reverse=True)

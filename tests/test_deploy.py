@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from data.stripes import stripe_records
+from server.checkpoint import load_checkpoint
 from tests.deploy_topology import (
     LocalService,
     ProcessGroup,
@@ -334,8 +335,6 @@ class Topology:
 
 
 def _check_run_dir(runs: Path, rounds: int = 2) -> tuple[Path, list[dict], dict]:
-    from server.checkpoint import load_checkpoint
-
     (run_dir,) = [p for p in runs.iterdir() if p.name.startswith("tiny-affr-")]
     state, arrays = load_checkpoint(run_dir)
     assert state["round"] == rounds and state["strategy"] == "affr" and len(arrays) > 0
@@ -360,12 +359,15 @@ def test_compose_topology_runs_two_affr_rounds(tmp_path):
         _federation(topo.flwr_home, topo.port, None)
         run_id = topo.submit(exp)
         _wait_finished(topo.flwr_home, run_id, 400, topo.group)
-        _, history, final = _check_run_dir(tmp_path / "runs")
+        run_dir, history, final = _check_run_dir(tmp_path / "runs")
         assert {c["client"] for c in final["clients"]} == set(INSTITUTIONS) and not final["problems"]
         assert all(0.0 <= c["eer"] <= 1.0 for c in final["clients"])
         assert all(r["train_ok"] == 3 and r["eval_ok"] == 3 for r in history)
         alphas = [row["alpha"] for row in history[-1]["clients"]]
         assert sum(alphas) == pytest.approx(1.0, abs=1e-6)  # AFFR weights of the round
+        state, _ = load_checkpoint(run_dir)
+        # keyed by the node config's name (survives SuperNode restarts), not by SuperLink node ids
+        assert set(state["strategy_state"]["alpha"]) == set(INSTITUTIONS)
     finally:
         topo.group.stop()
     print(f"[timing] insecure topology: {time.monotonic() - t0:.1f} s")

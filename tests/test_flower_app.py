@@ -165,13 +165,24 @@ def test_simulation_end_to_end_and_resume(tmp_path, monkeypatch):
     assert max(rows, key=lambda n: rows[n]["gap"]) == boosted
     assert rows[boosted]["alpha"] > 1 / 3 + 0.05
     assert min(row["alpha"] for row in rows.values()) < 1 / 3
+    alpha_before = state["strategy_state"]["alpha"]
+    assert set(alpha_before) == set(rows)  # keyed by client name, not by this run's Flower node ids
 
-    # Resume: rounds 3 and 4 only, numbered on, AFFR state carried over.
+    # Resume (new Flower node ids): rounds 3 and 4 only, numbered on, AFFR weights carried over by name.
+    run_federated(exp, "affr", run_dir, num_clients=3, progress=False, stop_after=3)
+    state, _ = load_checkpoint(run_dir)
+    third = state["strategy_state"]["history"][-1]
+    assert third["round"] == 3 and set(state["strategy_state"]["alpha"]) == set(rows)
+    # round 3 started from the stored α: with its gaps and step, update_weights reproduces its weights
+    from server.affr import update_weights
+    expect = update_weights(alpha_before, third["gaps"], third["step"])
+    assert third["round_weights"] == pytest.approx(expect)
     run_federated(exp, "affr", run_dir, num_clients=3, progress=False)
     rounds = json.loads((run_dir / "rounds.json").read_text())
     assert [r["round"] for r in rounds] == [1, 2, 3, 4]
     state, _ = load_checkpoint(run_dir)
     assert state["round"] == 4 and state["strategy_state"]["rounds_done"] == 4
+    assert set(state["strategy_state"]["alpha"]) == set(rows)
     final = json.loads((run_dir / "final.json").read_text())
     assert len(final["clients"]) == 3 and not final["problems"]
     assert all(0.0 <= c["eer"] <= 1.0 for c in final["clients"])
