@@ -227,3 +227,45 @@ def test_simulate_cli_baselines_report(tmp_path):
     results = json.loads((run_dir / "results.json").read_text())["results"]
     assert len(results["local"]) == 2 and len(results["centralized"]) == 2
     assert (run_dir / "per_client_accuracy.png").is_file() and (run_dir / "config.json").is_file()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_flwr_run_as_the_readme_writes_it(tmp_path):
+    """`flwr run . --federation-config "num-supernodes=N"` (the README's local-simulation command) runs the
+    experiment's clients through Flower's own local SuperLink and writes the run directory."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    exp = write_experiment(tmp_path, clients=3, rounds=1, fingers=18)
+    control = _free_port()
+    env = {**os.environ, "FLWR_HOME": str(tmp_path / "flwr-home"), "FLWR_LOCAL_CONTROL_API_PORT": str(control),
+           "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(_free_port()),
+           "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    try:
+        out = subprocess.run(
+            ["flwr", "run", ".", "--federation-config", "num-supernodes=3", "--stream",
+             "--run-config", f"experiment='{exp}'"],
+            cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    finally:  # the local SuperLink is detached: stop the one this test started
+        for cmd in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                if f"127.0.0.1:{control}" in cmd.read_bytes().decode(errors="replace"):
+                    os.kill(int(cmd.parent.name), signal.SIGTERM)
+            except (OSError, ValueError):
+                pass
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    final = json.loads((run_dir / "final.json").read_text())
+    assert final["rounds"] == 1 and len(final["clients"]) == 3 and not final["problems"]
