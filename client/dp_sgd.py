@@ -49,6 +49,7 @@ from data.pairs import PairSet, sample_epoch_pairs
 from fedprint_config import TrainConfig
 from models.loss import contrastive_loss_from_distance
 from models.siamese import distance
+from privacy.group_privacy import group_privacy
 
 #: Per-sample gradient implementation (see module docstring for why not "hooks").
 GRAD_SAMPLE_MODE = "functorch"
@@ -67,18 +68,6 @@ GROUP_PRIVACY_NOTE = (
     "mechanism is (g·ε, g·e^{(g−1)ε}·δ)-DP for a group of g records. The finger-level (ε, δ) below uses the "
     "largest g of any finger; it is vacuous (no guarantee) when that δ reaches 1."
 )
-
-
-def group_privacy(epsilon: float, delta: float, g: int) -> tuple[float, float]:
-    """(ε, δ) for a group of ``g`` records of an (ε, δ)-DP mechanism: (g·ε, g·e^{(g−1)ε}·δ), δ capped at 1.
-
-    References: C. Dwork, A. Roth, "The Algorithmic Foundations of Differential Privacy", 2014, Thm 2.2
-    (pure ε); the (ε, δ) form follows by applying the definition g times along a path of neighbours.
-    """
-    if g < 1:
-        raise ValueError(f"g: expected a group size >= 1, got {g}")
-    log_d = math.log(g) + (g - 1) * epsilon + math.log(delta) if delta > 0 else -math.inf
-    return g * epsilon, float(min(1.0, math.exp(min(log_d, 0.0))))
 
 
 def max_pairs_per_finger(pairs: PairSet) -> int:

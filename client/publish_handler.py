@@ -6,20 +6,23 @@ Request (``Message`` of type ``query.publish``): a ConfigRecord ``config`` with
   "paper", default "sound"), ``epsilon`` (float > 0);
 * ``record-index`` (int, index into the node's records, the same order training uses) or ``record-key``
   (str, :attr:`data.record.FingerprintRecord.key`);
-* optional ``round`` (int) for the ledger's windowed budget. A ``seed`` is refused: the noise comes from OS
-  entropy only, so no requester can choose it and nothing in the reply or the ledger can regenerate it.
+* optional ``protect`` ("minutia" / "finger", point sets only; a per-finger ledger needs "finger").
+  A ``seed`` and a ``round`` are refused: the noise comes from OS entropy only, so no requester can choose it and
+  nothing in the reply or the ledger can regenerate it; rounds come from the ledger's own clock.
 
 Node config: ``ledger-path`` (JSON ledger of this institution, relative to ``base-dir``), ``privacy-budget``
-(total ε per finger identity), optional ``privacy-window`` + ``privacy-window-epsilon`` (Fang 2013 Thm 4), plus
+(total finger-level ε per finger identity), optional ``privacy-window`` + ``privacy-window-epsilon`` (a rate
+limit on top of the total), plus
 the keys :func:`client.node_data.node_client_data` reads to find the node's data. The ledger unit is the
 record's finger identity.
 
 Reply: ArrayRecord ``release`` with one array ``image`` (uint8 (H, W)) or ``points`` (float64 (n, 3)), and
 ConfigRecord ``guarantee`` (the :class:`privacy.publish.base.Guarantee` fields, ``statement``, ``mechanism``,
-``variant``, ``spent-epsilon``, ``spent-delta``, ``unit``, ``remaining-epsilon``). Any refusal (bad request,
-unknown mechanism, no minutiae, budget exceeded) replies with a Flower ``Error`` (code
-:data:`REFUSED`, reason = the message) and charges nothing; the ledger is committed only after the release
-was computed.
+``variant``, ``spent-epsilon``, ``spent-delta``, ``unit``, ``relation``, ``group``, ``finger-epsilon``,
+``finger-delta``, ``remaining-epsilon`` (finger-level)). Any refusal (bad request, unknown mechanism, no
+finger-level guarantee, budget exceeded, a data-dependent precondition) replies with a Flower ``Error`` (code
+:data:`REFUSED`, reason = the message, never describing the image) and charges nothing; the ledger is committed
+only after the release was computed.
 """
 
 from __future__ import annotations
@@ -63,6 +66,11 @@ def _request(config: ConfigRecord) -> dict[str, Any]:
     if "seed" in config:
         raise ValueError("request: 'seed' is not accepted: DP noise comes from OS entropy only (a chosen seed "
                          "would let the requester regenerate the noise and subtract it)")
+    if "round" in config:
+        raise ValueError("request: 'round' is not accepted: the ledger numbers releases with its own clock")
+    unknown = sorted(set(config) - {"mechanism", "variant", "epsilon", "record-index", "record-key", "protect"})
+    if unknown:
+        raise ValueError(f"request: unknown key(s) {unknown}")
     return dict(config)
 
 
@@ -88,9 +96,10 @@ def publish_handler(msg: Message, context: Context, *, defaults: Mapping[str, An
         data, _ = node_client_data(cfg, context.node_config, experiment_key=key, base_dir=base_dir)
         rec = _find_record(data.records, req)
         rng = np.random.default_rng()  # OS entropy; never stored, never chosen by the requester
-        pub, res = release(str(req["mechanism"]), rec.image, req["epsilon"], rng, str(req.get("variant", "sound")),
-                           ledger=ledger, unit=rec.identity, image_id=rec.key,
-                           round=None if req.get("round") is None else int(req["round"]))
+        options = {"protect": str(req["protect"])} if "protect" in req else {}
+        pub, res, charge = release(str(req["mechanism"]), rec.image, req["epsilon"], rng,
+                                   str(req.get("variant", "sound")), ledger=ledger, unit=rec.identity,
+                                   image_id=rec.key, **options)
         ledger.commit(res)
     except (ValueError, KeyError, FileNotFoundError) as exc:
         return Message(Error(code=REFUSED, reason=f"publication refused: {exc}"), reply_to=msg)
@@ -102,7 +111,9 @@ def publish_handler(msg: Message, context: Context, *, defaults: Mapping[str, An
         "protected": g.protected, "released-exactly": g.released_exactly, "composition": g.composition,
         "caveats": g.caveats, "statement": g.statement(), "mechanism": pub.mechanism, "variant": pub.variant,
         "spent-epsilon": float(pub.spent_epsilon), "spent-delta": float(pub.spent_delta), "unit": rec.identity,
-        "record-key": rec.key, "remaining-epsilon": float(ledger.remaining(rec.identity)),
+        "record-key": rec.key, "relation": charge.relation, "group": int(charge.group),
+        "finger-epsilon": float(charge.epsilon), "finger-delta": float(charge.delta),
+        "remaining-epsilon": float(ledger.remaining(rec.identity)),
     })
     release_rec = ArrayRecord(array_dict={name: Array(np.ascontiguousarray(arr))})
     return Message(RecordDict({"release": release_rec, "guarantee": guarantee}), reply_to=msg)

@@ -1,37 +1,41 @@
 """A per-institution privacy ledger: every release recorded, releases beyond the budget refused.
 
-Budget unit. The budget is **per finger identity** (``unit``, e.g. ``"casia-00017"``): every finger of the
-institution may spend up to ``total_epsilon`` (and ``total_delta``). A release names the unit(s) whose data it
-reads.
+Budget unit. The budget is **per finger identity** (``unit``, e.g. ``"casia-00017"``) and is a **finger-level**
+guarantee: every finger of the institution may spend up to ``total_epsilon`` (and ``total_delta``) where ε is
+measured under "two datasets differing in everything this finger contributes". A mechanism whose own
+neighbouring relation is smaller (one pixel, one minutia) is charged its finger-level ε by group privacy — the
+caller converts (see :mod:`privacy.publish.finger_level`) and records both the stated and the finger-level ε with
+the relation; the ledger adds finger-level ε only, so it never adds per-pixel ε to per-minutia ε.
 
 Composition rules applied when charging a release of (ε, δ) that names ``units`` (one entry per part):
 
-* Sequential composition (Dwork & Roth Thm 3.16): the ε of all releases that read a unit's data add up.
-  ε and δ are each mechanism's own ε under its own neighbouring relation (``Publication.spent_epsilon``); the
-  guarantee statement stored with each entry says which relation that is.
+* Sequential composition (Dwork & Roth Thm 3.16): the finger-level ε of all releases that read a unit's data add
+  up, and so do their δ.
 * Parallel composition (McSherry 2009): a release whose parts act on *disjoint* data, one part per unit
   (``disjoint=True``, e.g. one image each of different fingers, each published with ε), costs each unit only
   the ε of its own part(s): a unit named twice pays twice. A release that does not declare disjointness
   (``disjoint=False``) may mix its parts' data, so every unit named pays ε × (number of parts).
-* Windowed ("sustainable") budget, Fang 2013 Ch. 5 Thm 4: with ``window = w`` and ``window_epsilon = ε_w``,
-  every w consecutive rounds spend at most ε_w per unit. A round is the ledger's release counter (each release
-  its own round) unless the caller passes ``round`` (e.g. the federated round). By Thm 4 the whole, unbounded
-  sequence of releases is then ε_w-DP under w-neighbourhood (a finger's data differing only within w
-  consecutive rounds); under the standard neighbourhood only ``total_epsilon`` bounds it (None = no total cap,
-  only allowed together with a window).
+* A total cap is always required. Fang 2013 Ch. 5 Thm 4's windowed ("sustainable") budget bounds the ε of
+  every w consecutive rounds and makes an unbounded sequence ε_w-DP under *w-neighbourhood*, which assumes each
+  round's data is fresh. A fingerprint never changes: every release of one finger reads the same data, so
+  repeated releases add up without limit (averaging 50 releases removes the noise). ``window`` /
+  ``window_epsilon`` may still be set as a rate limit on top of the total cap; they add no guarantee.
+* Rounds come from the ledger's own clock — the count of releases it has committed — never from a requester
+  (a requester choosing round numbers could space its requests out to dodge the window).
 
 Two-phase use, so a mechanism that fails charges nothing::
 
     with ledger.charge(0.5, units="f1", mechanism="pointset", variant="sound") as c:
         pub = publish_pointset(...)          # raises -> nothing recorded
-        c.describe(pub)                      # optional: dp flag / guarantee / spent ε from the Publication
-    # leaving the block normally commits (re-checked under the file lock)
+    # leaving the block normally commits (re-checked under the lock)
 
 or ``r = ledger.reserve(...)`` (checks, raises :class:`BudgetExceeded`) → run → ``ledger.commit(r)``.
 
 Persistence: one JSON file, rewritten atomically (temporary file in the same directory, flush + fsync,
 ``os.replace``, fsync of the directory), so a crash mid-write leaves the previous complete ledger; updates are
-serialised between processes by an ``fcntl`` lock on ``<path>.lock``.
+serialised between processes by an ``fcntl`` lock on the ledger's directory (no lock file is left behind). A
+file that is not a complete ledger (unknown or missing keys, malformed entries) is refused with its path and the
+first problem, never half-read.
 """
 
 from __future__ import annotations
@@ -58,25 +62,14 @@ class BudgetExceeded(ValueError):
 
 @dataclass
 class Reservation:
-    """A checked, not yet committed release (see :meth:`Ledger.reserve`)."""
+    """A checked, not yet committed release (see :meth:`Ledger.reserve`). ``epsilon``/``delta`` are what
+    each named unit is charged per part (finger-level)."""
 
     epsilon: float
     delta: float
     units: list[str]
     disjoint: bool
-    round: int | None
     info: dict[str, Any] = field(default_factory=dict)
-
-    def describe(self, publication: Any) -> None:
-        """Take dp flag, guarantee and spent ε/δ (which may not exceed the reserved ones) from a Publication."""
-        eps, delta = float(publication.spent_epsilon), float(publication.spent_delta)
-        if eps > self.epsilon + _TOL or delta > self.delta + _TOL:
-            raise BudgetExceeded(f"the release spent (epsilon={eps}, delta={delta}) but only "
-                                 f"(epsilon={self.epsilon}, delta={self.delta}) was reserved")
-        self.epsilon, self.delta = eps, delta
-        g = publication.guarantee
-        self.info.update(mechanism=publication.mechanism, variant=publication.variant, dp=bool(g.dp),
-                         guarantee=g.statement())
 
 
 def _positive(value: float | None, name: str, *, allow_zero: bool = False, allow_none: bool = False) -> float | None:
@@ -95,29 +88,32 @@ class Ledger:
     ----------
     path : path
         JSON file; created on the first commit. An existing file must have the same configuration.
-    total_epsilon : float or None
-        Budget per unit under sequential composition; None only together with a window.
+    total_epsilon : float
+        Finger-level ε budget per unit under sequential composition, > 0. Required: a fingerprint never changes,
+        so nothing else bounds what repeated releases of one finger reveal.
     total_delta : float, default 0
         δ budget per unit (δ adds up sequentially).
     window : int, optional
-        Window length w in rounds for the sustainable budget (Fang 2013 Thm 4).
+        Rate limit: window length w in releases of this ledger (its own clock).
     window_epsilon : float, optional
-        ε_w: at most this much per unit in every w consecutive rounds.
+        At most this much ε per unit in every w consecutive releases (a rate limit, not a guarantee).
     """
 
-    def __init__(self, path: str | Path, total_epsilon: float | None, total_delta: float = 0.0,
+    def __init__(self, path: str | Path, total_epsilon: float, total_delta: float = 0.0,
                  window: int | None = None, window_epsilon: float | None = None) -> None:
         self.path = Path(path)
-        self.total_epsilon = _positive(total_epsilon, "total_epsilon", allow_none=True)
+        if total_epsilon is None:
+            raise ValueError("total_epsilon: a total cap is required — a fingerprint never changes, so repeated "
+                             "releases of one finger add up without limit (a windowed budget assumes fresh data "
+                             "every round)")
+        self.total_epsilon = _positive(total_epsilon, "total_epsilon")
         self.total_delta = _positive(total_delta, "total_delta", allow_zero=True)
         if (window is None) != (window_epsilon is None):
             raise ValueError("window and window_epsilon: give both or neither")
         if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
-            raise ValueError(f"window: expected an integer >= 1 (rounds), got {window!r}")
+            raise ValueError(f"window: expected an integer >= 1 (releases), got {window!r}")
         self.window = window
         self.window_epsilon = _positive(window_epsilon, "window_epsilon", allow_none=True)
-        if self.total_epsilon is None and window is None:
-            raise ValueError("total_epsilon: None (no total cap) is only allowed with a window budget")
         data = self._read()
         if data is not None and data["config"] != self._config():
             raise ValueError(f"{self.path}: ledger was created with {data['config']}, not {self._config()}")
@@ -131,7 +127,7 @@ class Ledger:
         probe = cls.__new__(cls)
         probe.path = p
         data = probe._read()
-        return cls(p, **data["config"])
+        return cls(p, **data["config"])  # keys validated by _read
 
     # ------------------------------------------------------------------------------------------- storage
     def _config(self) -> dict:
@@ -143,10 +139,11 @@ class Ledger:
             return None
         try:
             data = json.loads(self.path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ValueError(f"{self.path}: not a readable privacy ledger ({exc})") from exc
-        if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("releases"), list):
-            raise ValueError(f"{self.path}: not a {FORMAT} file")
+        problem = _problem(data)
+        if problem:
+            raise ValueError(f"{self.path}: not a valid {FORMAT} file: {problem}")
         return data
 
     def _write(self, data: dict) -> None:
@@ -171,13 +168,14 @@ class Ledger:
     @contextmanager
     def _locked(self) -> Iterator[dict]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield self._read() or {"format": FORMAT, "version": VERSION, "config": self._config(),
-                                       "releases": []}
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)  # lock the directory: no lock file to leave behind
+        try:
+            fcntl.flock(dir_fd, fcntl.LOCK_EX)
+            yield self._read() or {"format": FORMAT, "version": VERSION, "config": self._config(),
+                                   "releases": []}
+        finally:
+            fcntl.flock(dir_fd, fcntl.LOCK_UN)
+            os.close(dir_fd)
 
     # ---------------------------------------------------------------------------------------- accounting
     @staticmethod
@@ -189,12 +187,12 @@ class Ledger:
     def _check(self, data: dict, res: Reservation) -> int:
         """Raise BudgetExceeded if ``res`` does not fit; return the round it will be recorded in."""
         releases = data["releases"]
-        rnd = res.round if res.round is not None else 1 + max((r["round"] for r in releases), default=0)
+        rnd = 1 + max((r["round"] for r in releases), default=0)  # the ledger's own clock
         for unit, (eps, delta) in self._costs(res.units, res.disjoint, res.epsilon, res.delta).items():
             mine = [(r["round"], r["costs"][unit]) for r in releases if unit in r["costs"]]
             spent_e = sum(c[0] for _, c in mine)
             spent_d = sum(c[1] for _, c in mine)
-            if self.total_epsilon is not None and spent_e + eps > self.total_epsilon + _TOL:
+            if spent_e + eps > self.total_epsilon + _TOL:
                 raise BudgetExceeded(f"unit {unit!r}: release of epsilon={eps:g} refused, {spent_e:g} of "
                                      f"{self.total_epsilon:g} already spent (remaining "
                                      f"{max(self.total_epsilon - spent_e, 0):g})")
@@ -206,38 +204,36 @@ class Ledger:
                     used = sum(c[0] for r, c in mine if start <= r < start + self.window)
                     if used + eps > self.window_epsilon + _TOL:
                         raise BudgetExceeded(
-                            f"unit {unit!r}: release of epsilon={eps:g} in round {rnd} refused, rounds "
-                            f"{start}..{start + self.window - 1} already spend {used:g} of the window budget "
-                            f"{self.window_epsilon:g} (Fang 2013 Thm 4)")
+                            f"unit {unit!r}: release of epsilon={eps:g} at release {rnd} refused, releases "
+                            f"{start}..{start + self.window - 1} already spend {used:g} of the rate limit "
+                            f"{self.window_epsilon:g} per {self.window} releases")
         return rnd
 
     def reserve(self, epsilon: float, units: str | Sequence[str], *, delta: float = 0.0, disjoint: bool = True,
-                round: int | None = None, mechanism: str = "", variant: str = "", dp: bool = True,
-                guarantee: str = "", image_id: str = "") -> Reservation:
+                **info: Any) -> Reservation:
         """Phase 1: check that a release fits the budget (raises :class:`BudgetExceeded`); records nothing.
 
         Parameters
         ----------
         epsilon, delta : float
-            What the release spends (its ε > 0 and δ >= 0).
+            Finger-level ε > 0 and δ >= 0 of the release (per part).
         units : str or sequence of str
             Finger identities the release reads, one entry per part (see the module docstring).
         disjoint : bool, default True
             The parts act on disjoint data (parallel composition across units).
-        round : int, optional
-            Round number for the windowed budget (default: the next release counter).
-        mechanism, variant, dp, guarantee, image_id : recorded with the release.
+        **info
+            Recorded with the release (JSON values): e.g. ``mechanism``, ``variant``, ``dp``, ``guarantee``,
+            ``relation`` (the mechanism's own neighbouring relation), ``stated_epsilon``, ``group``.
         """
         eps = _positive(epsilon, "epsilon")
         dlt = _positive(delta, "delta", allow_zero=True)
         units = [units] if isinstance(units, str) else [str(u) for u in units]
         if not units or any(not u for u in units):
             raise ValueError(f"units: expected one or more non-empty unit names, got {units!r}")
-        if round is not None and (isinstance(round, bool) or not isinstance(round, int) or round < 1):
-            raise ValueError(f"round: expected an integer >= 1, got {round!r}")
-        res = Reservation(eps, dlt, units, bool(disjoint), round,
-                          {"mechanism": mechanism, "variant": variant, "dp": bool(dp), "guarantee": guarantee,
-                           "image_id": image_id})
+        clash = sorted(set(info) & {"id", "time", "round", "epsilon", "delta", "units", "disjoint", "costs"})
+        if clash:
+            raise ValueError(f"info: {clash} are reserved ledger fields")
+        res = Reservation(eps, dlt, units, bool(disjoint), dict(info))
         with self._locked() as data:
             self._check(data, res)
         return res
@@ -273,7 +269,35 @@ class Ledger:
         return sum(c[0] for c in costs), sum(c[1] for c in costs)
 
     def remaining(self, unit: str) -> float:
-        """ε ``unit`` may still spend under the total budget (inf without a total cap)."""
-        if self.total_epsilon is None:
-            return math.inf
+        """Finger-level ε ``unit`` may still spend under the total budget."""
         return max(self.total_epsilon - self.spent(unit)[0], 0.0)
+
+
+_CONFIG_KEYS = {"total_epsilon", "total_delta", "window", "window_epsilon"}
+_ENTRY_KEYS = {"id": int, "round": int, "epsilon": float, "delta": float, "units": list, "costs": dict}
+
+
+def _problem(data: Any) -> str | None:
+    """The first reason ``data`` is not a complete ledger document, or None."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return f"expected a JSON object with format {FORMAT!r}"
+    config = data.get("config")
+    if not isinstance(config, dict) or set(config) != _CONFIG_KEYS:
+        got = sorted(config) if isinstance(config, dict) else type(config).__name__
+        return f"'config' must have exactly the keys {sorted(_CONFIG_KEYS)}, got {got}"
+    if not isinstance(data.get("releases"), list):
+        return "'releases' must be a list"
+    for i, entry in enumerate(data["releases"]):
+        if not isinstance(entry, dict):
+            return f"release {i}: expected an object"
+        for key, kind in _ENTRY_KEYS.items():
+            value = entry.get(key)
+            ok = isinstance(value, int | float) and not isinstance(value, bool) if kind is float \
+                else isinstance(value, kind) and not isinstance(value, bool)
+            if not ok:
+                return f"release {i}: {key!r} missing or not a {kind.__name__}"
+        costs = entry["costs"]
+        if not all(isinstance(c, list) and len(c) == 2 and all(isinstance(v, int | float) for v in c)
+                   for c in costs.values()):
+            return f"release {i}: 'costs' must map each unit to [epsilon, delta]"
+    return None

@@ -1,7 +1,12 @@
 """``fedprint publish``: one DP release of a fingerprint image (or its minutiae) offline, through a ledger.
 
-    fedprint publish --mechanism dp-rklap --variant sound --epsilon 1 IMAGE -o OUT.png \\
+    fedprint publish --mechanism pointset --protect finger --epsilon 1 IMAGE -o OUT.json \\
         [--ledger LEDGER.json --budget 10 --unit FINGER_ID]
+
+A ledger's budget is finger-level (see :mod:`privacy.ledger`): each release is charged its finger-level ε
+(:mod:`privacy.publish.finger_level`), and the output prints both the mechanism's stated ε (per pixel, per
+minutia or per finger) and the finger-level ε. Image mechanisms protect one pixel: by group privacy their
+finger-level ε is H·W·ε, which a sensible per-finger budget refuses (with that explanation).
 
 The mechanism's noise comes from OS entropy only (``numpy.random.default_rng()`` without a seed): no option
 chooses it and nothing written (release, sidecar, ledger) can regenerate it — a known seed would let anyone
@@ -47,9 +52,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--out", type=Path, required=True,
                    help="output: .png for image mechanisms, .json or .csv for point sets")
     p.add_argument("--ledger", type=Path, help="privacy ledger JSON (created with --budget if absent)")
-    p.add_argument("--budget", type=float, help="total ε per finger for a new ledger")
-    p.add_argument("--window", type=int, help="window length (releases) of a new ledger's sustainable budget")
-    p.add_argument("--window-epsilon", type=float, help="ε per window of a new ledger")
+    p.add_argument("--protect", choices=("minutia", "finger"),
+                   help="point sets: record unit of the guarantee (a per-finger ledger needs 'finger'); "
+                        "default: the mechanism's own (minutia)")
+    p.add_argument("--budget", type=float, help="total finger-level ε per finger for a new ledger (required)")
+    p.add_argument("--window", type=int, help="rate limit of a new ledger: window length in releases")
+    p.add_argument("--window-epsilon", type=float, help="rate limit of a new ledger: ε per window")
     p.add_argument("--unit", help="finger identity charged in the ledger (required with --ledger)")
     p.add_argument("--seed", type=int, help=argparse.SUPPRESS)  # refused with an explanation, see run()
     p.set_defaults(func=run)
@@ -108,6 +116,9 @@ def _open_ledger(args: argparse.Namespace) -> Ledger | None:
         raise ValueError("--unit: a ledger charges a finger identity; give the image's finger id")
     if args.budget is None and args.window is None:
         return Ledger.open(args.ledger)
+    if args.budget is None:
+        raise ValueError("--budget: a new ledger needs a total finger-level ε (a fingerprint never changes, so a "
+                         "window alone would let repeated releases add up without limit)")
     return Ledger(args.ledger, args.budget, window=args.window, window_epsilon=args.window_epsilon)
 
 
@@ -140,12 +151,15 @@ def run(args: argparse.Namespace) -> int:
     ledger = _open_ledger(args)
     image = read_gray(args.image)
     rng = np.random.default_rng()  # OS entropy; never stored
-    pub, res = release(args.mechanism, image, args.epsilon, rng, args.variant, ledger=ledger, unit=args.unit,
-                       image_id=str(args.image))
+    options = {} if args.protect is None else {"protect": args.protect}
+    pub, res, charge = release(args.mechanism, image, args.epsilon, rng, args.variant, ledger=ledger,
+                               unit=args.unit, image_id=str(args.image), **options)
 
     sidecar = out.with_name(out.name + ".guarantee.json")
     meta = {"mechanism": pub.mechanism, "variant": pub.variant,
             "spent_epsilon": pub.spent_epsilon, "spent_delta": pub.spent_delta, "unit": args.unit,
+            "finger_level": None if charge is None else {"epsilon": charge.epsilon, "delta": charge.delta,
+                                                         "relation": charge.relation, "group": charge.group},
             "guarantee": pub.guarantee.to_dict(), "statement": pub.guarantee.statement(),
             "details": {k: v for k, v in pub.details.items() if _jsonable(v)}}
     tmp_out, tmp_side = _tmp(out), _tmp(sidecar)
@@ -165,8 +179,11 @@ def run(args: argparse.Namespace) -> int:
             if t.exists():
                 t.unlink()
     print(pub.guarantee.statement())
+    print(f"Finger level: {charge.describe()}." if charge is not None else
+          "Finger level: no finger-level guarantee (see privacy.publish.finger_level).")
     if ledger is not None:
-        print(f"Ledger {args.ledger}: unit {args.unit!r} has epsilon {ledger.remaining(args.unit):g} left.")
+        print(f"Ledger {args.ledger}: unit {args.unit!r} charged finger-level epsilon {charge.epsilon:g}, "
+              f"{ledger.remaining(args.unit):g} left.")
     return 0
 
 

@@ -220,7 +220,8 @@ def test_injected_generators_make_dp_training_reproducible_for_tests(client):
 def test_group_privacy_bound_and_finger_accounting(client):
     import math
 
-    from client.dp_sgd import group_privacy, max_pairs_per_finger, train_siamese_dp
+    from client.dp_sgd import max_pairs_per_finger, train_siamese_dp
+    from privacy.group_privacy import group_privacy
 
     assert group_privacy(1.0, 1e-5, 1) == (1.0, pytest.approx(1e-5))
     eps, delta = group_privacy(0.5, 1e-6, 4)

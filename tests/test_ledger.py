@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
@@ -78,34 +77,57 @@ def test_atomic_write_survives_crash_mid_write(tmp_path, monkeypatch):
     assert path.read_text() == before
 
 
-def test_windowed_budget_thm4(tmp_path):
-    led = Ledger(tmp_path / "l.json", total_epsilon=None, window=3, window_epsilon=1.0)
+def test_window_is_a_rate_limit_on_the_ledgers_own_clock(tmp_path):
+    led = Ledger(tmp_path / "l.json", total_epsilon=10.0, window=3, window_epsilon=1.0)
     for _ in range(2):
-        led.commit(led.reserve(0.5, "f1"))  # rounds 1, 2: window full
-    with pytest.raises(BudgetExceeded, match="window"):
-        led.reserve(0.1, "f1")  # round 3 is in the window 1..3
-    led.commit(led.reserve(0.1, "f2"))  # round 3 spent by another unit
-    led.commit(led.reserve(0.5, "f1"))  # round 4: window 2..4 holds 0.5 + 0.5
+        led.commit(led.reserve(0.5, "f1"))  # releases 1, 2: window full
+    with pytest.raises(BudgetExceeded, match="rate limit"):
+        led.reserve(0.1, "f1")  # release 3 is in the window 1..3
+    led.commit(led.reserve(0.1, "f2"))  # release 3 spent by another unit
+    led.commit(led.reserve(0.5, "f1"))  # release 4: window 2..4 holds 0.5 + 0.5
     assert [r["round"] for r in led.history()] == [1, 2, 3, 4]
-    with pytest.raises(BudgetExceeded, match="rounds 4..6"):
-        led.reserve(0.6, "f1", round=6)  # window 4..6 would hold 1.1
-    led.reserve(0.5, "f1", round=6)  # exactly ε_w fits
+    with pytest.raises(ValueError, match="reserved"):
+        led.reserve(0.1, "f1", round=9)  # a caller cannot choose the round
 
 
-def test_windowed_budget_sliding(tmp_path):
-    led = Ledger(tmp_path / "l.json", total_epsilon=None, window=3, window_epsilon=1.0)
-    led.commit(led.reserve(0.6, "f1", round=1))
-    with pytest.raises(BudgetExceeded, match="rounds 1..3"):
-        led.reserve(0.6, "f1", round=3)
-    led.commit(led.reserve(0.6, "f1", round=4))  # window 2..4: only this release
-    led.commit(led.reserve(0.4, "f1", round=5))  # window 3..5: 0.6 + 0.4
+def test_a_finger_always_has_a_total_cap(tmp_path):
+    """A fingerprint never changes: windowed budgets alone would let releases of one finger add up forever."""
+    with pytest.raises(ValueError, match="total cap is required"):
+        Ledger(tmp_path / "l.json", total_epsilon=None, window=1, window_epsilon=1.0)
+    led = Ledger(tmp_path / "l.json", total_epsilon=2.0, window=1, window_epsilon=1.0)
+    accepted = 0
+    for _ in range(50):
+        try:
+            led.commit(led.reserve(0.5, "f1"))
+            accepted += 1
+        except BudgetExceeded as exc:
+            assert "of 2 already spent" in str(exc)
+    assert accepted == 4 and led.remaining("f1") == 0.0
+
+
+def test_bad_ledger_files_are_one_clear_error_and_refusals_leave_no_lock_file(tmp_path):
+    path = tmp_path / "l.json"
+    led = Ledger(path, total_epsilon=1.0)
+    led.commit(led.reserve(0.4, "f1"))
+    good = json.loads(path.read_text())
+    cases = {
+        "unknown config key": {**good, "config": {**good["config"], "colour": "red"}},
+        "incomplete entry": {**good, "releases": [{k: v for k, v in good["releases"][0].items() if k != "costs"}]},
+        "bad costs": {**good, "releases": [{**good["releases"][0], "costs": {"f1": "lots"}}]},
+        "not a list": {**good, "releases": {}},
+    }
+    for name, doc in cases.items():
+        bad = tmp_path / f"{name.replace(' ', '_')}.json"
+        bad.write_text(json.dumps(doc))
+        with pytest.raises(ValueError, match=f"{bad.name}: not a valid"):
+            Ledger.open(bad)
+    fresh = tmp_path / "fresh" / "l.json"
     with pytest.raises(BudgetExceeded):
-        led.reserve(0.1, "f1", round=6)  # window 4..6 would hold 1.1
-    led.commit(led.reserve(0.6, "f1", round=7))  # window 5..7: 0.4 + 0.6
-    # every window of 3 consecutive rounds spends <= 1.0 while the total keeps growing (Thm 4)
-    spent = {r["round"]: r["epsilon"] for r in led.history()}
-    assert all(sum(spent.get(s + i, 0) for i in range(3)) <= 1.0 + 1e-12 for s in range(1, 8))
-    assert sum(spent.values()) == pytest.approx(2.2) and led.remaining("f1") == math.inf
+        Ledger(fresh, total_epsilon=1.0).reserve(2.0, "f1")
+    assert sorted(p.name for p in fresh.parent.iterdir()) == []  # no ledger, no lock file
+    assert not any(p.name.endswith(".lock") for p in tmp_path.rglob("*"))
+    with pytest.raises(ValueError, match="reserved"):
+        led.reserve(0.1, "f1", epsilon_note=1, costs={})
 
 
 def test_parallel_units_and_sequential_fallback(tmp_path):
@@ -127,6 +149,8 @@ def test_bad_configuration_and_arguments(tmp_path):
         Ledger(tmp_path / "a.json", total_epsilon=1.0, window=3)
     with pytest.raises(ValueError, match="total_epsilon"):
         Ledger(tmp_path / "a.json", total_epsilon=None)
+    with pytest.raises(ValueError, match="total_epsilon"):
+        Ledger(tmp_path / "a.json", total_epsilon=None, window=2, window_epsilon=1.0)
     led = Ledger(tmp_path / "a.json", total_epsilon=1.0)
     led.commit(led.reserve(0.1, "f1"))
     with pytest.raises(ValueError, match="created with"):

@@ -119,9 +119,23 @@ def test_paper_variant_noise_matches_thesis_formula():
     k = paper_k(103, 1.0)
     noisy, sizes = noisy_group_means(t, k, 1.0, np.random.default_rng(7), variant="paper")
     expected_noise = np.random.default_rng(7).laplace(0.0, 1.0 / (k * 1.0), len(sizes))
-    means = np.add.reduceat(np.sort(t), np.r_[0, np.cumsum(sizes)[:-1]]) / sizes
-    assert np.allclose(noisy - means, expected_noise)
+    sums = np.add.reduceat(np.sort(t), np.r_[0, np.cumsum(sizes)[:-1]])
+    # noise on the sums is sizes x Lap(1/(kε)) (= Lap(1/(kε)) on the means), then snapped to a grid of
+    # Λ = 2^ceil(log2 λ): the released sums differ from sums + noise by at most Λ/2
+    grid = 2.0 ** np.ceil(np.log2(sizes / k))
+    assert np.all(np.abs(noisy * sizes - (sums + expected_noise * sizes)) <= grid / 2 + 1e-9)
     assert k == 29  # n below the table's first row: row n = 2,000, column ε = 1
+
+
+def test_noisy_sums_are_released_on_a_power_of_two_grid():
+    """Floating-point attack (Mironov 2012): released values must lie on a grid, not carry low-order bits."""
+    t = np.random.default_rng(9).uniform(0, 1, 40)
+    for variant in ("sound", "paper"):
+        noisy, sizes = noisy_group_means(t, 4, 0.7, np.random.default_rng(10), variant=variant)
+        scale = pointset.group_noise_scale(sizes, 4, 0.7, variant) * sizes
+        grid = 2.0 ** np.ceil(np.log2(scale))
+        steps = noisy * sizes / grid
+        assert np.allclose(steps, np.round(steps), atol=1e-9)
 
 
 def test_release_shape_accuracy_and_bad_input():

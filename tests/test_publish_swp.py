@@ -117,6 +117,37 @@ def test_sound_empirical_privacy_and_halved_noise_is_caught(fn, monkeypatch):
     assert bad > eps
 
 
+def _reuse_decisions(img: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """1.0 where window 1 (row 1, pixel 5 = (1, 1)) was NOT published (row 1 repeats row 0), per run."""
+    rng = np.random.default_rng(seed)
+    runs = [swp.publish_swp(img, None, 40.0, rng, "sound", window_size=4, test_fraction=0.1, threshold=200.0).image
+            for _ in range(n)]
+    return np.array([float(np.array_equal(r[1], r[0])) for r in runs])
+
+
+@pytest.mark.parametrize("halve", [False, True])
+def test_sparse_vector_test_scale_is_audited_through_a_tested_pixel(monkeypatch, halve):
+    """Audit pixel 5, whose window is released only through the AboveThreshold reuse test (pixel 0's window is
+    always published, so auditing it cannot see the test's noise).
+
+    The statistic "row 1 repeats row 0" is a function of the test's first answer alone (row 0 and its noisy
+    release are the same for both neighbours). That answer is q + Z_q >= T + Z_T with Z_q ~ Lap(4Δ/ε_test); a
+    neighbour moves q by at most Δ, so shifting Z_q alone bounds this event's privacy loss by ε_test/4 (= 1 here:
+    ε = 40, ε_test = 0.1·ε). Halving the test's noise doubles that bound and must be caught."""
+    if halve:
+        real = swp.laplace
+        k = 4  # windows of the 4x4 image: the query / threshold draws have size k, the publication noise 16
+        monkeypatch.setattr(swp, "laplace",
+                            lambda rng, scale, size=None: real(rng, scale / 2 if size == k else scale, size))
+    a = np.zeros((4, 4), np.uint8)
+    b = a.copy()
+    b[1, 1] = 255
+    lb = epsilon_lower_bound(_reuse_decisions(a, 4000, 11), _reuse_decisions(b, 4000, 12), [0.5])
+    bound = 0.1 * 40.0 / 4
+    print(f"reuse test audit (halved={halve}): eps_lb {lb:.3f}, bound for this event {bound:g}")
+    assert (lb > bound) if halve else (lb <= bound)
+
+
 # ------------------------------------------------------------------------------------------------------- basics
 @pytest.mark.parametrize("fn", MECHS)
 @pytest.mark.parametrize("variant", ["paper", "sound"])

@@ -1,18 +1,34 @@
-"""One release through the ledger: validate, extract minutiae if needed, reserve budget, run the mechanism.
+"""One release through the ledger: validate, reserve the finger-level budget, extract minutiae, run the mechanism.
 
-Shared by the offline CLI (``fedprint publish``) and the ClientApp query handler. Every input error is raised
-before the mechanism runs, and the ledger is only *reserved* here: the caller commits (``ledger.commit``) once
-the output is safely delivered, so a failure at any step charges nothing.
+Shared by the offline CLI (``fedprint publish``) and the ClientApp query handler. Every input error that depends
+only on the request is raised before anything reads the image's content; the ledger is only *reserved* here
+(finger-level ε, see :mod:`privacy.publish.finger_level`): the caller commits (``ledger.commit``) once the
+output is safely delivered, so a failure at any step charges nothing.
+
+Refusals that depend on the image (no minutiae found, too few minutiae for a cluster, a group size larger than
+the minutiae count, ...) are reported in data-independent words (:class:`DataDependentRefusal`): the message
+never carries counts, sizes or positions computed from the private image. The bare fact of a refusal still
+reveals one bit about the image that no DP guarantee covers; the detailed reason is logged locally at DEBUG
+level for the data holder (``fedprint --log-level debug``), never returned to a requester.
 """
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from data.minutiae import extract_minutiae
-from privacy.ledger import Ledger, Reservation
+from privacy.ledger import BudgetExceeded, Ledger, Reservation
 from privacy.publish import registry
 from privacy.publish.base import Publication, check_epsilon, check_image, check_variant
+from privacy.publish.finger_level import FingerCharge, finger_charge
+
+log = logging.getLogger(__name__)
+
+
+class DataDependentRefusal(ValueError):
+    """The mechanism cannot be applied to this image; the reason depends on the image and is withheld."""
 
 
 def release(
@@ -25,10 +41,9 @@ def release(
     ledger: Ledger | None = None,
     unit: str | None = None,
     image_id: str = "",
-    round: int | None = None,
     **options,
-) -> tuple[Publication, Reservation | None]:
-    """Run ``mechanism`` on ``image`` and reserve its cost in ``ledger`` (not committed).
+) -> tuple[Publication, Reservation | None, FingerCharge | None]:
+    """Run ``mechanism`` on ``image`` and reserve its finger-level cost in ``ledger`` (not committed).
 
     Parameters
     ----------
@@ -38,39 +53,64 @@ def release(
         The fingerprint; minutiae are extracted with :func:`data.minutiae.extract_minutiae` when the
         mechanism needs them.
     epsilon : float
-        Budget of the release (> 0, and >= the mechanism's documented minimum, checked by the mechanism).
+        Budget of the release under the mechanism's own relation (> 0).
     rng : numpy.random.Generator
+        Noise source: OS entropy in every user-facing path (tests inject a generator here).
     variant : {"sound", "paper"}
     ledger : Ledger, optional
-        Budget check before the run; the returned reservation is committed by the caller.
+        Per-finger budget; the finger-level cost is checked before the image is read and the returned
+        reservation is committed by the caller.
     unit : str, optional
         Finger identity charged (required with a ledger).
     image_id : str
-        Recorded with the release.
-    round : int, optional
-        Round for the ledger's windowed budget.
+        Recorded with the release (the ledger is the data holder's; nothing here is published).
     **options
-        Passed to the mechanism.
+        Passed to the mechanism (e.g. ``protect="finger"`` for point sets).
 
     Returns
     -------
-    (Publication, Reservation or None)
+    (Publication, Reservation or None, FingerCharge or None)
+        The finger charge is computed whenever the release has one, with or without a ledger.
     """
     fn = registry.get(mechanism)  # unknown name -> ValueError listing the known ones
     variant = check_variant(variant)
     epsilon = check_epsilon(epsilon)
     image = check_image(image)
-    minutiae = None
-    if registry.needs_minutiae(mechanism):
-        minutiae = extract_minutiae(image)
-        if len(minutiae) == 0:
-            raise ValueError(f"image {image_id or ''}: no minutiae found; mechanism {mechanism!r} needs minutiae")
-    res = None
+    if "protect" in options and not registry.releases_points(mechanism):
+        raise ValueError(f"protect: only point-set mechanisms take it; {mechanism!r} protects one pixel")
+    charge, res = None, None
     if ledger is not None:
         if not unit:
             raise ValueError("unit: a ledger charges a finger identity; give the unit of this image")
-        res = ledger.reserve(epsilon, unit, mechanism=mechanism, variant=variant, image_id=image_id, round=round)
-    pub = fn(image, minutiae, epsilon, rng, variant, **options)
+        charge = finger_charge(mechanism, variant, epsilon, image.shape, options)  # may refuse, data-independent
+        try:
+            res = ledger.reserve(charge.epsilon, unit, delta=charge.delta, mechanism=mechanism, variant=variant,
+                                 relation=charge.relation, group=charge.group,
+                                 stated_epsilon=charge.stated_epsilon, image_id=image_id)
+        except BudgetExceeded as exc:
+            if charge.relation == "finger":
+                raise
+            raise BudgetExceeded(
+                f"{mechanism!r} protects one {charge.relation}, not the finger: {charge.describe()}; {exc}") from exc
+    else:
+        try:
+            charge = finger_charge(mechanism, variant, epsilon, image.shape, options)
+        except ValueError:
+            charge = None
+    try:  # from here on the image's content is read: refusals must not describe it
+        minutiae = None
+        if registry.needs_minutiae(mechanism):
+            minutiae = extract_minutiae(image)
+            if len(minutiae) == 0:
+                raise ValueError("no minutiae found")
+        pub = fn(image, minutiae, epsilon, rng, variant, **options)
+    except ValueError as exc:
+        log.debug("publication of %s refused, detail withheld from the output: %s", image_id or "image", exc)
+        raise DataDependentRefusal(
+            f"mechanism {mechanism!r} cannot be applied to this image (a precondition that depends on the image "
+            f"failed; the detail is withheld because it describes private data). Nothing was charged.") from exc
     if res is not None:
-        res.describe(pub)
-    return pub, res
+        if pub.spent_epsilon > epsilon + 1e-12:
+            raise RuntimeError(f"{mechanism}: spent epsilon {pub.spent_epsilon} > requested {epsilon}")
+        res.info.update(dp=bool(pub.guarantee.dp), guarantee=pub.guarantee.statement())
+    return pub, res, charge
