@@ -160,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     except _MissingExtra as exc:
         print(f"fedprint: error: {exc}", file=sys.stderr)
         return 2
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
+        return int(exc.code or 0)
     _configure_logging(args.log_level)
     try:
         return int(args.func(args) or 0)

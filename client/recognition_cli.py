@@ -12,6 +12,8 @@ import json
 import time
 from pathlib import Path
 
+from fedprint_config.arg_types import positive_float
+
 #: The shipped model, trained on synthetic fingerprints only (see models/pretrained/MODEL_CARD.md).
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "pretrained" / "fedprint-synthetic.pt"
 
@@ -155,9 +157,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _model_arg(v)
     v.add_argument("--threshold", type=float, default=None,
                    help="distance threshold (default: the model's, chosen on validation pairs)")
-    v.add_argument("--dpi", type=float, default=500.0, help="resolution of both images (dots per inch)")
-    v.add_argument("--dpi-a", type=float, default=None, help="resolution of A (default: --dpi)")
-    v.add_argument("--dpi-b", type=float, default=None, help="resolution of B (default: --dpi)")
+    v.add_argument("--dpi", type=positive_float, default=500.0, help="resolution of both images (dots per inch)")
+    v.add_argument("--dpi-a", type=positive_float, default=None, help="resolution of A (default: --dpi)")
+    v.add_argument("--dpi-b", type=positive_float, default=None, help="resolution of B (default: --dpi)")
     v.set_defaults(func=_verify)
 
     e = sub.add_parser("evaluate", help="EER, FNMR at fixed FMR and ROC of a model on a dataset",
@@ -166,7 +168,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _model_arg(e)
     e.add_argument("--data", required=True, help="dataset folder")
     e.add_argument("--layout", default="auto", help="socofing, casia, nist_sd10, fvc, generic or auto")
-    e.add_argument("--dpi", type=float, default=None, help="image resolution (default: the layout's)")
+    e.add_argument("--dpi", type=positive_float, default=None, help="image resolution (default: the layout's)")
     e.add_argument("--protocol", choices=("fvc", "all"), default="fvc",
                    help="fvc: all genuine pairs + first-impression impostor pairs; all: every pair")
     e.add_argument("--threshold", type=float, default=None, help="threshold for accuracy/FMR/FNMR (default: model's)")
@@ -180,7 +182,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--gallery", required=True, help="gallery folder (enrolled fingers)")
     i.add_argument("--probe", required=True, help="probe image, or a folder of probes (same layout)")
     i.add_argument("--layout", default="auto", help="layout of the gallery (and probe folder)")
-    i.add_argument("--dpi", type=float, default=None, help="image resolution (default: the layout's; a single "
+    i.add_argument("--dpi", type=positive_float, default=None, help="image resolution (default: the layout's; a single "
                                                            "probe image: 500)")
     i.add_argument("--top-k", type=int, default=5, help="gallery identities listed per probe")
     i.add_argument("--show", type=int, default=10, help="probes printed")

@@ -36,6 +36,7 @@ import cv2
 import numpy as np
 
 from data.datasets.imread import read_gray
+from fedprint_config.arg_types import positive_float, positive_int
 from privacy.ledger import Ledger
 from privacy.publish import registry
 from privacy.publish.release import release
@@ -48,16 +49,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("image", type=Path, help="grayscale fingerprint image")
     p.add_argument("--mechanism", required=True, help=f"one of: {', '.join(registry.known())}")
     p.add_argument("--variant", default="sound", choices=("sound", "paper"))
-    p.add_argument("--epsilon", type=float, required=True, help="privacy budget of this release (> 0)")
+    p.add_argument("--epsilon", type=positive_float, required=True, help="privacy budget of this release (> 0)")
     p.add_argument("-o", "--out", type=Path, required=True,
                    help="output: .png for image mechanisms, .json or .csv for point sets")
     p.add_argument("--ledger", type=Path, help="privacy ledger JSON (created with --budget if absent)")
     p.add_argument("--protect", choices=("minutia", "finger"),
                    help="point sets: record unit of the guarantee (a per-finger ledger needs 'finger'); "
                         "default: the mechanism's own (minutia)")
-    p.add_argument("--budget", type=float, help="total finger-level ε per finger for a new ledger (required)")
-    p.add_argument("--window", type=int, help="rate limit of a new ledger: window length in releases")
-    p.add_argument("--window-epsilon", type=float, help="rate limit of a new ledger: ε per window")
+    p.add_argument("--budget", type=positive_float, help="total finger-level ε per finger for a new ledger (required)")
+    p.add_argument("--window", type=positive_int, help="rate limit of a new ledger: window length in releases")
+    p.add_argument("--window-epsilon", type=positive_float, help="rate limit of a new ledger: ε per window")
     p.add_argument("--unit", help="finger identity charged in the ledger (required with --ledger)")
     p.add_argument("--seed", type=int, help=argparse.SUPPRESS)  # refused with an explanation, see run()
     p.set_defaults(func=run)

@@ -7,6 +7,7 @@ checkpoint behind.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,6 +17,23 @@ import numpy as np
 
 from data.atomic_io import write_json
 from fedprint_config.provenance import provenance, provenance_markdown
+
+
+def check_run_parent(parent: str | Path, option: str = "--out") -> Path:
+    """Refuse, before any work, a run-directory parent that cannot hold a new folder.
+
+    ``parent`` may not exist yet (it is created), but if it exists it must be a writable directory, and
+    otherwise its nearest existing ancestor must be a writable directory.
+    """
+    p = Path(parent)
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"{option} {p}: exists and is not a folder")
+    probe = p
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {p}: cannot create a run directory there ({probe} is not a writable folder)")
+    return p
 
 
 def new_run_dir(parent: str | Path, name: str) -> Path:

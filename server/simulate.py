@@ -43,7 +43,7 @@ from fedprint_config.app import refuse_dp_in_federated_runs, with_base_dir
 from fedprint_config.provenance import provenance
 from server.baselines import evaluate_clients, train_centralized, train_local
 from server.report import write_report
-from server.rundir import new_run_dir
+from server.rundir import check_run_parent, new_run_dir
 
 
 def backend_config(num_cpus: int | None = None) -> dict[str, Any]:
@@ -167,6 +167,7 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
     names = method_names(list(methods or fed.methods), fed.steps)
     if set(methods or fed.methods) & set(FEDERATED):
         require_simulation_runtime()  # before any work or run directory
+    check_run_parent(out or cfg.run.out, "--out" if out else f"{path.name}: [run] out")
     records, parts = experiment_partitions(cfg, progress=progress)
     check_partitions(cfg, records, parts, source=path.name)  # every client can be split and paired
     run_dir = new_run_dir(out or cfg.run.out, cfg.run.name).resolve()

@@ -1,0 +1,32 @@
+"""argparse ``type=`` converters that reject bad numbers at parse time, naming what was expected.
+
+argparse reports their message as ``argument --dpi: expected a number > 0, got '-5'`` before the command reads
+any file, so a bad option never costs a data load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
