@@ -66,19 +66,28 @@ def test_cli_rejects_bad_epsilon_grid(tmp_path, capsys):
 
 
 def test_checkpoint_gives_siamese_eer(records, tmp_path):
+    """The Siamese EER column really scores the model file: a model whose embedding ignores its input (all
+    weights 0: every pair at distance 0) must give EER exactly 0.5, a random one something else."""
     torch = pytest.importorskip("torch")
     from models.model_file import model_bytes
     from models.preprocess import InputSpec
     from models.siamese import build_encoder
 
-    torch.manual_seed(0)
-    enc = build_encoder("compact", 16)
-    ckpt = tmp_path / "model_centralized.pt"
-    ckpt.write_bytes(model_bytes(enc, encoder_name="compact", embedding_dim=16, spec=InputSpec(size=32),
-                                 threshold=0.5))
-    path = publish_eval(records, mechanisms=["fip"], variants=["sound"], epsilons=[8.0], checkpoint=ckpt,
-                        out_dir=tmp_path / "out", progress=False)
-    rows = _rows(path)
-    for r in rows:
-        assert 0.0 <= float(r["eer_siamese"]) <= 1.0
-        assert r["eer_classical"] == NOT_RUN
+    eers = {}
+    for name in ("constant", "random"):
+        torch.manual_seed(0)
+        enc = build_encoder("compact", 16)
+        if name == "constant":
+            with torch.no_grad():
+                for p in enc.parameters():
+                    p.zero_()
+        ckpt = tmp_path / f"model_{name}.pt"
+        ckpt.write_bytes(model_bytes(enc, encoder_name="compact", embedding_dim=16, spec=InputSpec(size=32),
+                                     threshold=0.5))
+        path = publish_eval(records, mechanisms=["fip"], variants=["sound"], epsilons=[8.0], checkpoint=ckpt,
+                            out_dir=tmp_path / f"out_{name}", progress=False)
+        rows = _rows(path)
+        assert all(r["eer_classical"] == NOT_RUN for r in rows)
+        eers[name] = [float(r["eer_siamese"]) for r in rows]
+    assert eers["constant"] == pytest.approx([0.5] * len(eers["constant"]))
+    assert eers["random"] != pytest.approx(eers["constant"])
