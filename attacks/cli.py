@@ -25,11 +25,14 @@ def register(subparsers) -> None:
                     "modifying it, and write audit.md (tables shaped like Yan et al. 2025 Tables 5 and 6), ROC plots "
                     "and image grids into a new sibling directory <run>-audit-<timestamp> (or --out). The "
                     "with/without FP-DFSN and DP-SGD comparison models are trained by the audit itself on the "
-                    "run's data and seeds.")
+                    "run's data and seeds. Every part is saved as soon as it finishes; the same command with the "
+                    "same --out resumes an interrupted audit.")
     p.add_argument("--run", required=True, help="run directory to audit (read-only)")
     p.add_argument("--attacks", type=_attacks, default=["mia"],
                    help=f"comma-separated subset of {','.join(ATTACK_NAMES)} (default: mia)")
-    p.add_argument("--out", default=None, help="audit directory to create (default: <run>-audit-<timestamp>)")
+    p.add_argument("--out", default=None,
+                   help="audit directory: new, or an interrupted audit of the same run and settings to resume "
+                        "(default: <run>-audit-<timestamp>)")
     p.add_argument("--quick", action="store_true",
                    help="small comparison models: 32 px inputs, 8 epochs, 2 shadow models, 2,000 pairs/epoch")
     p.add_argument("--shadows", type=int, default=None, help="LiRA shadow models per condition (even, >= 2)")
@@ -37,7 +40,7 @@ def register(subparsers) -> None:
                    help="epochs of the models the audit trains (default: the run's epochs x rounds)")
     p.add_argument("--no-comparison", action="store_true",
                    help="attack only the run's own checkpoint(s); skip training the Table 6 comparison models")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", action="store_true", help="no progress bars: one line per finished part")
     p.set_defaults(func=_run)
 
 

@@ -58,11 +58,15 @@ def test_audit_mia_comparison_leaves_run_unchanged(tiny_run, tmp_path):
     assert "Table 6" in text and "no defence" in text and "FP-DFSN β = 0.5" in text
     assert "not resolvable" in text  # 8 non-member fingers cannot resolve TPR at 1% FPR
     assert (out / "mia_roc_0.png").is_file() and (out / "mia_roc_run.png").is_file()
-    rows = json.loads((out / "mia.json").read_text())["study"]["conditions"]
+    study = json.loads((out / "mia.json").read_text())["study"]
+    rows, setup = study["conditions"], study["setup"]
     assert [r["condition"] for r in rows] == ["no defence", "FP-DFSN β = 0.5"]
     for r in rows:
         assert set(r["attacks"]) == set(audit.mia.ATTACKS)
-        assert all(0.0 <= m["auc"] <= 1.0 for m in r["attacks"].values())
+        for m in r["attacks"].values():  # every attack scored every candidate finger, with a real interval
+            assert m["n_members"] == setup["members"] and m["n_nonmembers"] == setup["nonmembers"]
+            lo, hi = m["auc_ci95"]
+            assert lo <= m["auc"] <= hi and lo < hi
 
 
 @pytest.mark.slow
@@ -87,8 +91,7 @@ def test_audit_rejects_bad_inputs(tiny_run, tmp_path, capsys):
         audit.load_run(tmp_path / "empty")
     assert main(["audit", "--run", str(tmp_path / "nope")]) == 2
     assert "run directory not found" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["audit", "--run", str(tiny_run), "--attacks", "mia,telepathy"])
+    assert main(["audit", "--run", str(tiny_run), "--attacks", "mia,telepathy"]) == 2
     assert "unknown attack" in capsys.readouterr().err
 
 
@@ -141,3 +144,42 @@ def test_load_run_reads_a_simulate_run(tiny_run, tmp_path):
     assert name == "fedavg (round 3)" and used is None
     for k, v in net.state_dict().items():
         assert (v == sd[k]).all()
+
+
+def test_interrupted_audit_keeps_finished_parts_and_resumes(tiny_run, tmp_path, monkeypatch):
+    """Each part is saved when it finishes; a stop loses only the part in progress; the same --out resumes."""
+    from attacks import membership_study as ms
+
+    settings = audit.AuditSettings(shadow_models=2, epochs=1, input_size=32, dp_epsilons=(),
+                                   max_pairs_per_epoch=60, shadow_fingers=2)
+    real, calls = ms.run_condition, []
+
+    def stop_on_second(study, label, *a, **k):
+        calls.append(label)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the user presses Ctrl-C during the FP-DFSN condition
+        return real(study, label, *a, **k)
+
+    monkeypatch.setattr(ms, "run_condition", stop_on_second)
+    out = tmp_path / "aud"
+    lines: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        audit.run_audit(tiny_run, attacks=["mia"], out=out, settings=settings, echo=lines.append)
+    assert "expected duration" in lines[0]
+    assert [ln.split(":")[1].strip() for ln in lines[1:]] == ["run models", "no defence"]
+    text = (out / "audit.md").read_text()
+    assert "parts finished: 2 of 3" in text and "still to run:** mia: FP-DFSN β = 0.5" in text
+    assert (out / "mia_roc_0.png").is_file() and (out / "mia_roc_run.png").is_file()
+    kept = json.loads((out / "mia.json").read_text())["study"]["conditions"]
+    assert [r["condition"] for r in kept] == ["no defence"]
+
+    monkeypatch.setattr(ms, "run_condition", lambda study, label, *a, **k: (calls.append(label),
+                                                                             real(study, label, *a, **k))[1])
+    audit.run_audit(tiny_run, attacks=["mia"], out=out, settings=settings, echo=lines.append)
+    assert calls == ["no defence", "FP-DFSN β = 0.5", "FP-DFSN β = 0.5"]  # the finished ones were not redone
+    text = (out / "audit.md").read_text()
+    assert "parts finished: 3 of 3" in text and "identical" in text and "still to run" not in text
+    rows = json.loads((out / "mia.json").read_text())["study"]["conditions"]
+    assert [r["condition"] for r in rows] == ["no defence", "FP-DFSN β = 0.5"]
+    with pytest.raises(ValueError, match="different"):  # other settings: refused, not mixed into this audit
+        audit.run_audit(tiny_run, attacks=["mia"], out=out, settings=audit.QUICK, echo=lines.append)

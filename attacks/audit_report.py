@@ -1,0 +1,118 @@
+"""Markdown sections of ``audit.md``: one function per section, each from the saved results of its part."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from server.rundir import markdown_table
+
+
+def fmt(v: Any) -> Any:
+    if v is None:
+        return "–"
+    if isinstance(v, float | np.floating):
+        return f"{v:.3f}"
+    return v
+
+
+def mia_rows(rows: list[dict], key: str) -> list[dict]:
+    out = []
+    for r in rows:
+        for attack, m in r["attacks"].items():
+            lo, hi = m["auc_ci95"]
+            out.append({key: r[key], "attack": attack, "AUC": m["auc"], "AUC 95% CI": f"[{lo:.2f}, {hi:.2f}]",
+                        "bal. acc": m["balanced_accuracy"],
+                        "TPR@1%FPR": m["tpr_at_1pct_fpr"], "TPR@0.1%FPR": m["tpr_at_0.1pct_fpr"],
+                        "I(M;Ŝ) bits": m["mi_decision_bits"], "H(Ŝ) bits": m["entropy_decision_bits"],
+                        "I(M;B10) bits": m["mi_binned_bits"], "members": m["n_members"],
+                        "non-members": m["n_nonmembers"]})
+    return out
+
+
+def table6(rows: list[dict]) -> list[dict]:
+    """Yan et al. 2025 Table 6 shape: one row per attack, AUC per condition."""
+    attacks = list(rows[0]["attacks"])
+    return [{"attack": a, **{r["condition"]: r["attacks"][a]["auc"] for r in rows}} for a in attacks]
+
+
+MIA_DEFINITIONS = (
+    "**Definitions.** Unit = finger identity; score per finger, higher = member. AUC: Mann-Whitney ROC area. "
+    "Balanced accuracy (TPR + TNR)/2 of decisions Ŝ whose threshold was chosen on the *other* half of the "
+    "fingers (2-fold stratified cross-fitting, seeded), so no finger is classified by a threshold fitted on it. "
+    "TPR@FPR: highest TPR with FPR ≤ 1% / 0.1%, only with ≥ 100 / ≥ 1000 non-members, else marked not "
+    "resolvable. I(M;Ŝ): mutual information in bits between the membership bit M and Ŝ, plug-in estimate "
+    "under the evaluated set's member fraction; H(Ŝ): entropy of Ŝ in bits (Yan et al. 2025 Table 6's 'mutual "
+    "information' and 'entropy' made precise; the ceiling of I(M;Ŝ) is H(M), 1 bit for a balanced set). "
+    "I(M;B10): I(M; score in 10 equal-frequency bins), threshold-free, biased upwards by ≈ 9/(2 n ln 2) bits "
+    "for n fingers.\n")
+
+
+def run_models_section(rows: list[dict]) -> str:
+    """Membership inference against the run's own checkpoint(s)."""
+    return "\n".join([
+        "## Membership inference against the run's checkpoint(s)\n",
+        "Members = training fingers of the clients the model trained on; non-members = their held-out "
+        "(val + test) fingers; queries with raw images. Shadow-free attacks only (LiRA needs shadows "
+        "trained like the target: see the controlled comparison below).\n",
+        markdown_table([{k: fmt(v) for k, v in r.items()} for r in mia_rows(rows, "model")]),
+        "![MIA ROC, run models](mia_roc_run.png)\n"])
+
+
+def comparison_section(setup: dict, rows: list[dict], planned: list[str], dp_note: str) -> str:
+    """Table 6 shape: the conditions finished so far (and which are still missing)."""
+    s = setup
+    missing = [c for c in planned if c not in {r["condition"] for r in rows}]
+    lines = ["## Table 6 — membership inference with vs without FP-DFSN, and with DP-SGD\n",
+             f"Controlled comparison trained **by this audit** on the run's clients (union of their training "
+             f"pairs), same splits and seeds: encoder `{s['encoder']}`, {s['input_size']} px inputs, "
+             f"{s['epochs']} epochs, ≤ {s['max_pairs_per_epoch']} pairs/epoch; {s['members']} member and "
+             f"{s['nonmembers']} non-member fingers. LiRA: {s['shadow_models']} shadow models per "
+             f"condition, each trained like that condition's target (same encoder, epochs, defence; DP "
+             f"shadows at the same ε) on a disjoint synthetic population of {s['shadow_synthetic_fingers']} "
+             f"fingers × {s['shadow_impressions']} impressions plus a balanced half of the candidate fingers "
+             f"({s['shadow_candidates_in']} IN shadows per candidate); pooled variance. FP-DFSN condition: "
+             "target trained on FP-DFSN images, queried with raw prints.\n"]
+    if missing:
+        lines.append(f"**Not finished yet:** {', '.join(missing)} (re-run the same command with the same "
+                     "`--out` to complete the audit; finished conditions are kept).\n")
+    if rows:
+        lines += ["### AUC per condition\n",
+                  markdown_table([{k: fmt(v) for k, v in r.items()} for r in table6(rows)]),
+                  "### Conditions\n",
+                  markdown_table([{k: fmt(r[k]) for k in ("condition", "target_epsilon", "epsilon", "delta",
+                                                          "noise_multiplier", "test_eer", "seconds")}
+                                  for r in rows]),
+                  "DP-SGD: record = pair (client.dp_sgd); a finger spans many pairs, so its own guarantee is "
+                  f"only group privacy. ε from Opacus's RDP accountant at δ. {dp_note}\n",
+                  "### All metrics\n",
+                  markdown_table([{k: fmt(v) for k, v in r.items()} for r in mia_rows(rows, "condition")]),
+                  *[f"![MIA ROC {r['condition']}](mia_roc_{planned.index(r['condition'])}.png)\n" for r in rows]]
+    return "\n".join(lines)
+
+
+def inversion_section(model: str, client: str, beta: float, results: dict[str, dict], out_name: str = "") -> str:
+    """Table 5 shape: gradient inversion / imprint with vs without FP-DFSN (the parts finished so far)."""
+    table = [{"condition": label, **row} for label, res in results.items() for row in res.get("table", [])]
+    md = ["## Table 5 — gradient inversion / imprint with vs without FP-DFSN\n",
+          f"Attacked model: `{model}` (the run's checkpoint), client `{client}`; FP-DFSN condition recomputed "
+          f"with the run's FP-DFSN parameters at β = {beta:g} and the client's seed. Metrics "
+          "against the RAW image and the image trained on; full rows in inversion.csv.\n",
+          markdown_table([{k: fmt(v) for k, v in r.items()} for r in table])]
+    for label, res in results.items():
+        md += [f"![{label}]({png})\n" for png in res.get("grids", [])]
+        notes = res.get("notes") if isinstance(res.get("notes"), list) else [res.get("notes")]
+        md += [f"- {label}: {note}" for note in notes if note] + [""]
+    return "\n".join(md) + "\n"
+
+
+def timing_section(parts: list[dict], estimate_s: float | None) -> str:
+    """Wall time per finished part, beside the estimate printed before the audit started."""
+    rows = [{"part": p["name"], "seconds": round(p["seconds"], 1), "finished (UTC)": p["finished"]} for p in parts]
+    head = "## Wall time per part\n"
+    est = (f"Estimated before the start: {estimate_s / 60:.1f} min (model training only); measured total "
+           f"{sum(p['seconds'] for p in parts) / 60:.1f} min.\n") if estimate_s else ""
+    return "\n".join([head, est, markdown_table(rows) if rows else "(no part finished yet)\n"])
+
+
