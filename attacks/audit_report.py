@@ -49,6 +49,10 @@ MIA_DEFINITIONS = (
     "for n fingers.\n")
 
 
+#: Test EER from which a comparison model is flagged as barely verifying (chance is 0.5).
+WEAK_EER = 0.30
+
+
 def run_models_section(rows: list[dict]) -> str:
     """Membership inference against the run's own checkpoint(s)."""
     return "\n".join([
@@ -73,7 +77,13 @@ def comparison_section(setup: dict, rows: list[dict], planned: list[str], dp_not
              f"shadows at the same ε) on a disjoint synthetic population of {s['shadow_synthetic_fingers']} "
              f"fingers × {s['shadow_impressions']} impressions plus a balanced half of the candidate fingers "
              f"({s['shadow_candidates_in']} IN shadows per candidate); pooled variance. FP-DFSN condition: "
-             "target trained on FP-DFSN images, queried with raw prints.\n"]
+             f"target trained on FP-DFSN images, queried with raw prints. Every model starts from the run's "
+             f"initial model (`init = {s.get('init', 'random')}`).\n"]
+    weak = [r["condition"] for r in rows if r["test_eer"] >= WEAK_EER]
+    if weak:
+        lines.append(f"**Warning:** test EER ≥ {WEAK_EER:.0%} for {', '.join(weak)}: these models barely verify, "
+                     "so their membership numbers say little about a deployed verifier — do not read them as "
+                     "results (train longer: `--epochs`).\n")
     if missing:
         lines.append(f"**Not finished yet:** {', '.join(missing)} (re-run the same command with the same "
                      "`--out` to complete the audit; finished conditions are kept).\n")

@@ -34,7 +34,8 @@ def register(subparsers) -> None:
                    help="audit directory: new, or an interrupted audit of the same run and settings to resume "
                         "(default: <run>-audit-<timestamp>)")
     p.add_argument("--quick", action="store_true",
-                   help="small comparison models: 32 px inputs, 8 epochs, 2 shadow models, 2,000 pairs/epoch")
+                   help="small budget (~5 min for the demo run): 2 epochs from the run's initial model, 2 shadow "
+                        "models, one DP-SGD condition (ε ≈ 8), 400 DP pairs/epoch, short inversions")
     p.add_argument("--shadows", type=int, default=None, help="LiRA shadow models per condition (even, >= 2)")
     p.add_argument("--epochs", type=int, default=None,
                    help="epochs of the models the audit trains (default: the run's epochs x rounds)")

@@ -12,6 +12,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,8 +28,8 @@ from client.trainer import train_siamese
 from data.pairs import PairSet, make_pairs
 from data.record import FingerprintRecord
 from fedprint_config import ExperimentConfig, TrainConfig
-from models.preprocess import InputSpec, to_tensor_batch
-from models.siamese import new_encoder
+from fedprint_config.experiment import ModelSection
+from models.preprocess import normalize, prepare
 from privacy.fpdfsn import FPDFSNParams
 
 #: What audit.md says instead of Opacus's per-model "Secure RNG turned off" warning.
@@ -36,14 +37,13 @@ DP_RNG_NOTE = ("DP-SGD noise of the comparison models: Opacus without `secure_mo
                "installable here); the generators are seeded from OS entropy and never stored.")
 
 
-def train_model(images: torch.Tensor, pairs: PairSet, *, encoder: str, embedding_dim: int, cfg: TrainConfig,
-                dp_epsilon: float | None = None, progress: bool = False, desc: str = "train",
-                **encoder_kwargs) -> tuple[nn.Module, dict | None]:
-    """A fresh encoder (init seeded by ``cfg.seed``) trained on ``pairs``; DP-SGD at target ε if given.
-
-    Returns the encoder (eval mode) and the DP accounting (None without DP).
-    """
-    net = new_encoder(encoder, embedding_dim, cfg.seed, **encoder_kwargs)
+def train_model(images: torch.Tensor, pairs: PairSet, *, model: ModelSection, cfg: TrainConfig,
+                dp_epsilon: float | None = None, progress: bool = False, desc: str = "train"
+                ) -> tuple[nn.Module, dict | None]:
+    """A fresh encoder of ``model`` (its ``init``: random weights seeded by ``cfg.seed``, or the run's initial
+    model) trained on ``pairs``; DP-SGD at target ε if given. Returns the encoder (eval mode) and the DP
+    accounting (None without DP)."""
+    net = model.new_encoder(cfg.seed)
     if dp_epsilon is None:
         train_siamese(net, images, pairs, cfg, progress=progress, desc=desc)
         return net.eval(), None
@@ -86,20 +86,24 @@ def candidates(clients: Sequence[ClientData]) -> Candidates:
 
 
 def _shadow_stats(cand: Candidates, query: torch.Tensor, populations: list[list[FingerprintRecord]],
-                  inclusion: np.ndarray, *, spec: InputSpec, fp: FPDFSNParams | None, model_kw: dict,
-                  cfg: TrainConfig, max_impostors: int, dp_epsilon: float | None, seed: int,
-                  progress: bool) -> np.ndarray:
-    """LiRA statistic of every candidate on every shadow model, shape (K, n_candidates)."""
+                  inclusion: np.ndarray, *, model: ModelSection, fp: FPDFSNParams | None, cfg: TrainConfig,
+                  max_impostors: int, dp_epsilon: float | None, seed: int, progress: bool) -> np.ndarray:
+    """LiRA statistic of every candidate on every shadow model, shape (K, n_candidates).
+
+    Each shadow sees its data exactly as the target saw its own: the network-input crop of every record
+    (:func:`models.preprocess.prepare`), FP-DFSN on those crops when the condition uses it, then normalisation.
+    """
+    spec = model.input_spec()
     rows = []
     for k, pop in enumerate(populations):
         recs = list(pop) + [r for i in np.flatnonzero(inclusion[k]) for r in cand.records[i]]
-        images = [r.image for r in recs]
+        crops = [prepare(r.image, spec, r.dpi) for r in recs]
         if fp is not None:  # the attacker mimics the client's defence with its own noise
-            images, _ = apply_fpdfsn(images, fp, seed=seed + 1000 + k, cache_dir=None, progress=False)
+            crops, _ = apply_fpdfsn(crops, fp, seed=seed + 1000 + k, cache_dir=None, progress=False)
         pairs = make_pairs(recs, max_impostors=max_impostors, seed=seed + 2000 + k)
-        net, _ = train_model(to_tensor_batch(images, spec), pairs, cfg=replace(cfg, seed=cfg.seed + 101 + k),
-                             dp_epsilon=dp_epsilon, progress=progress, desc=f"shadow {k + 1}/{len(populations)}",
-                             **model_kw)
+        net, _ = train_model(normalize(np.stack(crops), spec), pairs, model=model,
+                             cfg=replace(cfg, seed=cfg.seed + 101 + k), dp_epsilon=dp_epsilon, progress=progress,
+                             desc=f"shadow {k + 1}/{len(populations)}")
         rows.append(mia.lira_statistic(mia.model_statistics(net, query, cand.groups, margin=cfg.margin)))
     return np.stack(rows)
 
@@ -116,8 +120,7 @@ class Study:
     inclusion: np.ndarray
     populations: list[list[FingerprintRecord]]
     train_cfg: TrainConfig
-    spec: InputSpec
-    model_kw: dict
+    model: ModelSection
     seed: int
     setup: dict
 
@@ -135,11 +138,9 @@ def prepare_study(cfg: ExperimentConfig, *, records: list[FingerprintRecord], ep
     """Candidates (members = training fingers, non-members = held-out fingers), queries, LiRA inclusion design and
     shadow populations — shared by every condition."""
     size = int(input_size or cfg.model.input_size)
-    spec = InputSpec(size=size)
+    model = cfg.model if size == cfg.model.input_size else replace(cfg.model, input_size=size, init="random")
     caps = [c for c in (max_pairs_per_epoch, cfg.train.max_pairs_per_epoch) if c is not None]
     train_cfg = replace(cfg.train, seed=cfg.run.seed, epochs=int(epochs), max_pairs_per_epoch=min(caps, default=None))
-    model_kw = {"encoder": cfg.model.encoder, "embedding_dim": cfg.model.embedding_dim,
-                **cfg.model.encoder_kwargs()}
     raw = build_clients(cfg, cache=False, input_size=size, beta=0.0, records=records, progress=progress)
     cand = candidates(raw)
     query = torch.cat([c.images for c in raw])
@@ -153,8 +154,9 @@ def prepare_study(cfg: ExperimentConfig, *, records: list[FingerprintRecord], ep
              "max_pairs_per_epoch": train_cfg.max_pairs_per_epoch, "members": n_mem,
              "nonmembers": n_cand - n_mem, "shadow_models": shadow_models,
              "shadow_synthetic_fingers": n_syn, "shadow_impressions": imps,
-             "shadow_candidates_in": int(inclusion.sum(0)[0])}
-    return Study(cfg, records, raw, cand, query, inclusion, populations, train_cfg, spec, model_kw, seed, setup)
+             "shadow_candidates_in": int(inclusion.sum(0)[0]),
+             "init": model.init if model.init in ("random", "pretrained") else Path(model.init).name}
+    return Study(cfg, records, raw, cand, query, inclusion, populations, train_cfg, model, seed, setup)
 
 
 def run_condition(study: Study, label: str, beta: float, eps: float | None, *, progress: bool = False
@@ -166,13 +168,13 @@ def run_condition(study: Study, label: str, beta: float, eps: float | None, *, p
     clients = study.raw if beta == 0 else build_clients(cfg, cache=True, input_size=size, beta=beta,
                                                         records=study.records, progress=progress)
     images, pairs = union(clients)
-    net, acc = train_model(images, pairs, cfg=study.train_cfg, dp_epsilon=eps, progress=progress,
-                           desc=f"target: {label}", **study.model_kw)
+    net, acc = train_model(images, pairs, model=study.model, cfg=study.train_cfg, dp_epsilon=eps,
+                           progress=progress, desc=f"target: {label}")
     eer = float(np.mean([evaluate_on_pairs(net, c)[0]["eer"] for c in clients]))
     stats = mia.model_statistics(net, study.query, study.cand.groups, margin=study.train_cfg.margin)
     scores = mia.attack_scores(stats)
-    shadow = _shadow_stats(study.cand, study.query, study.populations, study.inclusion, spec=study.spec,
-                           fp=fpdfsn_params(cfg, beta), model_kw=study.model_kw, cfg=study.train_cfg,
+    shadow = _shadow_stats(study.cand, study.query, study.populations, study.inclusion, model=study.model,
+                           fp=fpdfsn_params(cfg, beta), cfg=study.train_cfg,
                            max_impostors=cfg.data.max_impostors, dp_epsilon=eps, seed=study.seed,
                            progress=progress)
     scores.update(mia.lira_scores(mia.lira_statistic(stats), shadow, study.inclusion))
