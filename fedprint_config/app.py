@@ -69,7 +69,8 @@ def experiment(conf: Mapping[str, Any]) -> tuple[ExperimentConfig, FederationCon
 def refuse_dp_in_federated_runs(cfg: ExperimentConfig, source: str) -> None:
     """``[dp] enabled = true`` is honoured by ``fedprint train`` only: a federated run refuses it rather than
     silently training without DP (so nobody believes a federated model had a DP guarantee it does not have)."""
-    if cfg.dp.enabled:
-        raise ValueError(f"{source}: [dp] enabled = true: DP-SGD is not implemented for federated runs (simulate, "
-                         "demo, the Flower apps) — they would train without it; use `fedprint train` for "
-                         "DP-SGD, or set [dp] enabled = false")
+    if cfg.dp.enabled and cfg.dp.level != "client":
+        raise ValueError(f"{source}: [dp] enabled = true with level = {cfg.dp.level!r}: sample-level DP-SGD is not "
+                         "implemented for federated runs (simulate, demo, the Flower apps) — they would train "
+                         "without it; use `fedprint train` for DP-SGD, or level = \"client\" for client-level DP of "
+                         "the federated aggregation, or set [dp] enabled = false")

@@ -215,7 +215,12 @@ class FPDFSNSection:
 
 @dataclass(frozen=True)
 class DPSection:
-    """``[dp]``: optional DP-SGD on local training (``client.dp_sgd``, Opacus); one *pair* is one record.
+    """``[dp]``: differential privacy. ``level = "sample"`` (default): DP-SGD on local training
+    (``client.dp_sgd``, Opacus, ``fedprint train`` only); one *pair* is one record. ``level = "client"``: client-level
+    DP of the federated aggregation (``server.dp_affr``, FedAvg and AFFR in ``simulate`` / the Flower apps); one
+    *institution* is the unit; ``client_clip`` bounds each update, ``alpha_cap`` = c caps every weight at c/m,
+    ``gap_noise_ratio`` = z_g / z for AFFR's released gaps; ``delta`` defaults to 1e-5. ``"both"`` is refused (the
+    combination is not implemented).
 
     ``noise_multiplier`` (σ) and ``target_epsilon`` are alternatives: give at most one. With neither, σ = 1.0;
     with ``target_epsilon``, σ is calibrated so that ``train.epochs`` epochs spend that ε at δ. ``delta`` left
@@ -229,6 +234,10 @@ class DPSection:
     delta: float | None = None
     target_epsilon: float | None = None
     accountant: str = "rdp"
+    level: str = "sample"
+    client_clip: float = 1.0
+    alpha_cap: float = 2.0
+    gap_noise_ratio: float = 1.0
 
     def __post_init__(self) -> None:
         def bad(key: str, expected: str) -> ValueError:
@@ -249,6 +258,14 @@ class DPSection:
             raise bad("target_epsilon", "a finite number > 0")
         if self.accountant not in ("rdp", "prv"):
             raise bad("accountant", "'rdp' or 'prv'")
+        if self.level not in ("sample", "client", "both"):
+            raise bad("level", "'sample', 'client' or 'both'")
+        if not (math.isfinite(self.client_clip) and self.client_clip > 0):
+            raise bad("client_clip", "a finite number > 0")
+        if not (math.isfinite(self.alpha_cap) and self.alpha_cap >= 1):
+            raise bad("alpha_cap", "a number >= 1 (weights may reach alpha_cap / m)")
+        if not (math.isfinite(self.gap_noise_ratio) and self.gap_noise_ratio > 0):
+            raise bad("gap_noise_ratio", "a finite number > 0")
 
     def trainer_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``client.dp_sgd.train_siamese_dp`` (σ = 1.0 when neither σ nor ε is given)."""

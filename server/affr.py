@@ -403,8 +403,11 @@ class AFFR(FedAvg):
         share = math.fsum(start[n] for n in veterans)
         round_weights = dict(start)
         if veterans and share > 0:
-            moved = update_weights({n: start[n] / share for n in veterans}, {n: gaps[n] for n in veterans}, d_t)
+            used = self._gaps_for_update({n: gaps[n] for n in veterans})
+            entry["gaps"].update(used)
+            moved = update_weights({n: start[n] / share for n in veterans}, used, d_t)
             round_weights.update({n: moved[n] * share for n in veterans})
+        round_weights = self._constrain(round_weights)
         if mass > 0:
             for n in present:
                 self.alpha[n] = round_weights[n] * mass
@@ -422,6 +425,14 @@ class AFFR(FedAvg):
         metrics = self._aggregate_metrics([accepted[n] for n in present], self.train_metrics_aggr_fn,
                                           "aggregate_train")
         return arrays, metrics
+
+    def _gaps_for_update(self, gaps: dict[str, float]) -> dict[str, float]:
+        """The gaps the weight update uses (hook: the client-DP variant releases noisy gaps)."""
+        return gaps
+
+    def _constrain(self, weights: dict[str, float]) -> dict[str, float]:
+        """This round's aggregation weights after any constraint (hook: the client-DP variant caps them)."""
+        return weights
 
     def _admit(self, present: list[str]) -> None:
         """Give first-seen nodes their initial weight (1/C at start, mean weight later); renormalise."""

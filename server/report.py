@@ -127,9 +127,34 @@ def _pivot(results: Mapping[str, list[dict]], key: str, clients: list[str]) -> l
 NEAR_CHANCE_EER = 0.3
 
 
+def _privacy_cell(p: dict | None) -> str:
+    """Short guarantee of one method for the summary table."""
+    if not p or p.get("level") in (None, "none"):
+        return "none"
+    return f"client-level ({p['epsilon']:.3g}, {p['delta']:.0e})-DP"
+
+
+def privacy_section(privacy: Mapping[str, dict]) -> str:
+    """The full client-level DP statement of every method that has one (empty if none)."""
+    dp = {m: p for m, p in privacy.items() if p.get("level") == "client"}
+    if not dp:
+        return ""
+    lines = ["## Privacy guarantee (client level)\n"]
+    for m, p in dp.items():
+        zg = p["gap_noise_multiplier"]
+        lines.append(f"- **{m}**: ({p['epsilon']:.3g}, {p['delta']:.0e})-DP for one {p['unit']}, after "
+                     f"{p['rounds']} rounds; noise multiplier z = {p['noise_multiplier']:.3g}, gap noise "
+                     f"multiplier {'none (no gaps released)' if zg is None else f'{zg:.3g}'}, "
+                     f"update clip C = {p['clip']:g}, weights capped at {p['alpha_cap']}; accountant: "
+                     f"{p['accountant']}; sampling: {p['sampling']}. Not protected: {p['not_protected']}.")
+    lines.append("- local / centralized rows are non-private baselines (no guarantee).\n")
+    return "\n".join(lines)
+
+
 def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str],
                  results: Mapping[str, list[dict]], failures: Mapping[str, list[dict]],
-                 timings: Mapping[str, float], partitions: list[dict], real: list[dict] | None = None) -> Path:
+                 timings: Mapping[str, float], partitions: list[dict], real: list[dict] | None = None,
+                 privacy: Mapping[str, dict] | None = None) -> Path:
     """Write results.csv/json, the plots and report.md into ``run_dir``; returns the report path."""
     flat = [{"method": m, **r} for m, rows in results.items() for r in rows]
     write_csv(run_dir / "results.csv", flat)
@@ -148,6 +173,7 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
             "worst-client accuracy": float(min(r["accuracy"] for r in rs)) if rs else float("nan"),
             "clients evaluated": f"{len(rs)}/{len(clients)}",
             "wall time (s)": round(timings.get(m, float("nan")), 1),
+            "privacy": _privacy_cell((privacy or {}).get(m)),
         })
     problems = [{"method": m, **p} for m, ps in failures.items() for p in ps]
     weak = [s["method"] for s in summary if not s["avg EER"] < NEAR_CHANCE_EER]
@@ -167,6 +193,7 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
         markdown_table(_pivot(results, "accuracy", clients)),
         "## Per-client test EER\n", markdown_table(_pivot(results, "eer", clients)),
         "## Methods (shape of Yan et al. 2025 Table 4)\n", markdown_table(summary),
+        privacy_section(privacy or {}),
         "## EER on real fingerprints (never used in training)\n",
         (markdown_table(real) + "\nFVC protocol (all genuine pairs, first-impression impostor pairs); each model "
          "with its own input pipeline.\n") if real else "No real samples available "

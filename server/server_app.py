@@ -36,10 +36,13 @@ from flwr.serverapp.strategy import FedAvg, FedProx
 from data.atomic_io import atomic_write_bytes, write_csv, write_json
 from fedprint_config import FederationConfig
 from fedprint_config.app import SERVER_DEFAULTS, experiment, settings
+from fedprint_config.experiment import DPSection
 from fedprint_config.provenance import provenance
 from models.model_file import model_bytes, weighted_threshold
+from privacy.client_dp import calibrate
 from server.affr import AFFR
 from server.checkpoint import load_checkpoint, save_checkpoint
+from server.dp_affr import DPAFFR
 from server.rundir import new_run_dir
 
 STRATEGIES = ("affr", "fedavg", "fedprox")
@@ -129,11 +132,28 @@ class RecordedFedProx(RoundRecorder, FedProx):
     """Flower FedProx with per-round reply records."""
 
 
+class RecordedDPAFFR(RoundRecorder, DPAFFR):
+    """Client-level DP AFFR / DP-FedAvg (``step = 0``) with per-round reply records."""
+
+
 def build_strategy(name: str, *, num_rounds: int, step: float, proximal_mu: float, fed: FederationConfig,
-                   min_nodes: int) -> RoundRecorder:
-    """The named strategy (see module docstring), recording its rounds."""
+                   min_nodes: int, dp: DPSection | None = None) -> RoundRecorder:
+    """The named strategy (see module docstring), recording its rounds. With ``[dp] level = "client"`` FedAvg and
+    AFFR become :class:`server.dp_affr.DPAFFR` (FedAvg = uniform weights, no gap release); FedProx is refused."""
     common = {"fraction_train": fed.fraction_train, "fraction_evaluate": fed.fraction_evaluate,
               "min_train_nodes": min_nodes, "min_evaluate_nodes": min_nodes, "min_available_nodes": min_nodes}
+    if dp is not None and dp.enabled and dp.level == "client":
+        if name == "fedprox":
+            raise ValueError("[dp] level = \"client\": client-level DP is implemented for fedavg and affr, not fedprox")
+        affr_step = step if name == "affr" else 0.0
+        delta = dp.delta or 1e-5
+        if dp.target_epsilon is not None:
+            z, zg = calibrate(dp.target_epsilon, delta, num_rounds, None if affr_step == 0 else dp.gap_noise_ratio)
+        else:
+            z = dp.noise_multiplier if dp.noise_multiplier is not None else 1.0
+            zg = None if affr_step == 0 else dp.gap_noise_ratio * z
+        return RecordedDPAFFR(num_rounds=num_rounds, step=affr_step, noise_multiplier=z, gap_noise_multiplier=zg,
+                              clip=dp.client_clip, alpha_cap=dp.alpha_cap, delta=delta, **common)
     if name == "affr":
         return RecordedAFFR(num_rounds=num_rounds, step=step, **common)
     if name == "fedavg":
@@ -223,7 +243,7 @@ def run_federation(grid: Grid, conf: Mapping[str, Any],
     if not (run_dir / "provenance.json").exists():  # a given run-dir (deployment) gets one too
         write_json(run_dir / "provenance.json", provenance())
     strategy = build_strategy(name, num_rounds=total, step=step, proximal_mu=mu, fed=fed,
-                              min_nodes=int(conf["min-nodes"]))
+                              min_nodes=int(conf["min-nodes"]), dp=cfg.dp)
 
     done, past_rounds = 0, []
     ckpt = load_checkpoint(run_dir) if conf["resume"] else None
@@ -274,7 +294,8 @@ def run_federation(grid: Grid, conf: Mapping[str, Any],
     if remaining > 0:
         strategy.start(grid=grid, initial_arrays=arrays, num_rounds=remaining, timeout=timeout,
                        evaluate_fn=after_round)
-    final = write_final(run_dir, name, rounds)
+    final = write_final(run_dir, name, rounds,
+                        privacy=strategy.accounting() if isinstance(strategy, DPAFFR) else None)
     if final["rounds"] >= total:
         export_global_model(run_dir / "model.pt", latest["arrays"], cfg, rounds, method=name, final=final)
     return run_dir
@@ -310,8 +331,10 @@ def _write_logs(run_dir: Path, rounds: list[dict[str, Any]]) -> None:
     write_csv(run_dir / "clients.csv", [row for r in rounds for row in r["clients"]])
 
 
-def write_final(run_dir: Path, name: str, rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """``final.json``: last round's per-client test metrics, and every client that failed or dropped out."""
+def write_final(run_dir: Path, name: str, rounds: list[dict[str, Any]],
+                privacy: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``final.json``: last round's per-client test metrics, every client that failed or dropped out, and the
+    client-level DP guarantee when the run had one."""
     problems = []
     for r in rounds:
         for row in r["clients"]:
@@ -324,7 +347,11 @@ def write_final(run_dir: Path, name: str, rounds: list[dict[str, Any]]) -> dict[
     last = rounds[-1] if rounds else {"round": 0, "clients": []}
     clients = [{"client": row["client"], **{k: row[k] for k in ("accuracy", "eer", "roc-auc", "fmr100")}}
                for row in last["clients"] if row["eval_status"] == "ok"]
-    final = {"strategy": name, "rounds": last["round"], "clients": clients, "problems": problems}
+    final = {"strategy": name, "rounds": last["round"], "clients": clients, "problems": problems,
+             "privacy": privacy or {"level": "none", "statement": "no differential privacy in this run"}}
+    if privacy:
+        log(INFO, "%s: client-level (%.3g, %.0e)-DP after %d rounds (%s)", name, privacy["epsilon"],
+            privacy["delta"], privacy["rounds"], privacy["sampling"])
     write_json(run_dir / "final.json", final)
     return final
 

@@ -193,6 +193,7 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
         names_shown = [INITIAL, *names]
     else:
         names_shown = list(names)
+    privacy: dict[str, dict] = {}
     for name in names:
         t0 = time.perf_counter()
         if name == "local":
@@ -227,6 +228,7 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
                                               client_threads=fed.client_threads))
             results[name] = [{"client": r["client"], **_keep(r)} for r in final["clients"]]
             failures[name] = final["problems"]
+            privacy[name] = final.get("privacy") or {"level": "none"}
         timings[name] = time.perf_counter() - t0
         print(f"fedprint simulate: {name} done in {timings[name]:.0f} s", flush=True)
 
@@ -237,7 +239,7 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
     real = real_sample_rows(models)
     report = write_report(run_dir, cfg=cfg, fed=fed, rounds=rounds, methods=names_shown, results=results,
                           failures=failures, timings=timings, partitions=partition_summary(parts, records),
-                          real=real)
+                          real=real, privacy=privacy)
     print(f"fedprint simulate: report at {report}", flush=True)
     return run_dir
 

@@ -75,6 +75,9 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
     impostor test pairs per client (:func:`classical_comparison`)."""
     if mode not in MODES:
         raise ValueError(f"mode: expected one of {MODES}, got {mode!r}")
+    if cfg.dp.enabled and cfg.dp.level != "sample":
+        raise ValueError(f"[dp] level = {cfg.dp.level!r}: `fedprint train` honours only sample-level DP-SGD "
+                         "(level = \"sample\"); client-level DP is for federated runs (`fedprint simulate`)")
     run_dir = out or new_run_dir(cfg.run.out, f"{cfg.run.name}-{mode}")
     run_dir.mkdir(parents=True, exist_ok=True)
     spec = cfg.model.input_spec()

@@ -86,3 +86,20 @@ def test_federated_runs_refuse_dp_instead_of_ignoring_it(tmp_path):
 def test_values_that_break_a_later_step_are_rejected_when_read(table, key):
     with pytest.raises(ValueError, match=key.replace(".", r"\.")):
         parse_config(table)
+
+
+def test_dp_level_is_honoured_where_it_applies_and_refused_elsewhere(tmp_path):
+    from fedprint_config.app import experiment
+    from server.train_run import run_training
+
+    with pytest.raises(ValueError, match="dp.level"):
+        parse_config({"dp": {"level": "institution"}})
+    with pytest.raises(ValueError, match="dp.alpha_cap"):
+        parse_config({"dp": {"alpha_cap": 0.5}})
+    client = parse_config({"dp": {"enabled": True, "level": "client"}})
+    with pytest.raises(ValueError, match="only sample-level"):  # fedprint train has no federation to protect
+        run_training(client, "centralized", progress=False, out=tmp_path / "never")
+    assert not (tmp_path / "never").exists()
+    exp = tmp_path / "dp.toml"
+    exp.write_text('[dp]\nenabled = true\nlevel = "client"\n[federation]\nrounds = 1\n')
+    assert experiment({"experiment": str(exp), "base-dir": ""})[0].dp.level == "client"  # federated: accepted

@@ -36,7 +36,7 @@ def write_dataset(root: Path, fingers: int = 12, impressions: int = 4, size: int
     return root
 
 
-def write_experiment(tmp: Path, *, clients: int = 2, rounds: int = 2, fingers: int = 12) -> Path:
+def write_experiment(tmp: Path, *, clients: int = 2, rounds: int = 2, fingers: int = 12, extra: str = "") -> Path:
     data = write_dataset(tmp / "prints", fingers=fingers)
     path = tmp / "exp.toml"
     path.write_text(f"""
@@ -66,7 +66,7 @@ batch_size = 16
 [federation]
 rounds = {rounds}
 timeout = 120.0
-""")
+{extra}""")
     return path
 
 
@@ -123,19 +123,27 @@ def test_train_handler_rejects_unknown_node_config(tmp_path):
         train_handler(train_message(arrays, 1), ctx, defaults={"experiment": str(exp)})
 
 
-@pytest.mark.parametrize("strategy", ["fedavg", "affr"])
-def test_one_round_through_the_real_flower_apps(tmp_path, monkeypatch, strategy):
+@pytest.mark.parametrize("strategy,dp", [("fedavg", False), ("affr", False), ("affr", True)])
+def test_one_round_through_the_real_flower_apps(tmp_path, monkeypatch, strategy, dp):
     """Default-run end-to-end check: two tiny clients, one round through the real ServerApp / ClientApp in
-    Flower's simulation runtime; replies arrive, metrics are finite, the global model file is written."""
+    Flower's simulation runtime; replies arrive, metrics are finite, the global model file is written; with
+    ``[dp] level = "client"`` the run states its client-level guarantee."""
     from models.model_file import load_model
     from server.simulate import run_federated
 
     monkeypatch.setenv("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
-    exp = write_experiment(tmp_path, clients=2, rounds=1, fingers=12)
+    extra = '[dp]\nenabled = true\nlevel = "client"\ntarget_epsilon = 4.0\nclient_clip = 5.0\n' if dp else ""
+    exp = write_experiment(tmp_path, clients=2, rounds=1, fingers=12, extra=extra)
     run_dir = tmp_path / strategy
     run_federated(exp, strategy, run_dir, num_clients=2, progress=False)
     final = json.loads((run_dir / "final.json").read_text())
     assert final["rounds"] == 1 and len(final["clients"]) == 2 and not final["problems"]
+    if dp:
+        p = final["privacy"]
+        assert p["level"] == "client" and p["epsilon"] == pytest.approx(4.0, rel=0.01) and p["rounds"] == 1
+        assert "no privacy amplification" in p["sampling"]
+    else:
+        assert final["privacy"]["level"] == "none"
     assert all(math.isfinite(c["eer"]) for c in final["clients"])
     model = load_model(run_dir / "model.pt")
     assert model.meta["method"] == strategy and model.threshold is not None
