@@ -53,7 +53,9 @@ from attacks.audit_store import AuditStore
 from attacks.run_loading import RunInfo, hash_tree, load_run
 from attacks.shadow_population import NATURAL_PATTERNS, synthetic_population
 from client.experiment_data import client_data, fpdfsn_params
+from client.local_data import apply_fpdfsn
 from data.atomic_io import write_csv, write_json, write_text
+from models.preprocess import InputSpec, prepare
 from models.siamese import new_encoder
 from server.rundir import new_run_dir, report_provenance
 
@@ -65,7 +67,7 @@ AUDIT_ATTACKS = ("imprint", "inversion", "mia")
 
 #: Seconds of one inversion condition (without or with FP-DFSN) measured on the demo run, 2 cores:
 #: (imprint, inversion) x (quick, default). Used only for the printed estimate.
-INVERSION_SECONDS = {("imprint", True): 15.0, ("inversion", True): 40.0,
+INVERSION_SECONDS = {("imprint", True): 15.0, ("inversion", True): 30.0,
                      ("imprint", False): 60.0, ("inversion", False): 400.0}
 
 
@@ -122,9 +124,9 @@ class AuditSettings:
             raise ValueError(f"dp_epsilons: expected positive numbers, got {self.dp_epsilons}")
 
 
-#: ``--quick``: the run's own input pipeline and initial model, 2 epochs, 2 shadows, 400 DP pairs per epoch and one
+#: ``--quick``: the run's own input pipeline and initial model, 2 epochs, 2 shadows, 300 DP pairs per epoch and one
 #: DP-SGD condition (ε ≈ 8). Sized so the quick audit of ``fedprint demo`` finishes in about 5 minutes on 2 cores.
-QUICK = AuditSettings(shadow_models=2, epochs=2, input_size=None, max_pairs_per_epoch=400, dp_epsilons=(8.0,))
+QUICK = AuditSettings(shadow_models=2, epochs=2, input_size=None, max_pairs_per_epoch=300, dp_epsilons=(8.0,))
 
 
 # --------------------------------------------------------------------------------------------- planning
@@ -203,14 +205,25 @@ def _inversion_part(info: RunInfo, out: Path, attacks: Sequence[str], records, b
     part = parts[0] if used is None else next(p for p in parts if used[0] in (p.name, p.name.replace(":", "_")))
     kinds = (["imprint", "imprint_fedavg"] if "imprint" in attacks else []) + \
         (["inversion"] if "inversion" in attacks else [])
-    budget = ({"batch_sizes": (1, 4), "bins": (64,), "dlg_iterations": 30, "ig_iterations": 100, "ig_restarts": 1}
+    budget = ({"batch_sizes": (1, 4), "bins": (64,), "dlg_iterations": 20, "ig_iterations": 60, "ig_restarts": 1}
               if quick else {"batch_sizes": (1, 4, 16), "bins": (64, 256)})
     client = client_data(cfg, [records[i] for i in part.indices], name=part.name, beta=beta,
                          client_id=part.client_id, cache=True, progress=progress)
+    # The network sees S x S crops of the print (models.preprocess.prepare); FP-DFSN ran on those crops, for the
+    # training split only (client.local_data.build_client_data). Compare reconstructions with exactly those.
+    spec = cfg.model.input_spec()
+    crops = [prepare(r.image, spec, r.dpi) for r in client.records]
+    trained = None
+    fp = fpdfsn_params(cfg, beta)
+    if fp is not None and beta > 0:
+        noised, _ = apply_fpdfsn(crops, fp, seed=cfg.run.seed + part.client_id,
+                                 cache_dir=Path(cfg.run.out) / ".cache" / "fpdfsn", progress=False)
+        train = {int(i) for i in client.split.train}
+        trained = [noised[i] if i in train else crops[i] for i in range(len(crops))]
+    on_crops = InputSpec(size=spec.size, crop="full", normalization=spec.normalization)  # crops are final
     grid_dir = out / ("grids_raw" if beta == 0 else "grids_fpdfsn")
-    res = inv.run_inversion_audit(net, client, [r.image for r in client.records], attacks=kinds,
-                                  seed=cfg.run.seed, fpdfsn_params=fpdfsn_params(cfg, beta),
-                                  fpdfsn_seed=cfg.run.seed + part.client_id, margin=cfg.train.margin,
+    res = inv.run_inversion_audit(net, client, crops, attacks=kinds, seed=cfg.run.seed, spec=on_crops,
+                                  trained_images=trained, fpdfsn_params=fp, margin=cfg.train.margin,
                                   grid_dir=grid_dir, **budget)
     res = {k: v for k, v in res.items() if k != "examples"}
     res["grids"] = [Path(p).relative_to(out).as_posix() for p in res.get("grids", [])]
