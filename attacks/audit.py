@@ -37,11 +37,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from attacks import membership as mia
 from attacks import membership_study as ms
 from attacks.audit_report import (
+    client_dp_section,
     comparison_section,
     fmt,
     inversion_section,
@@ -63,7 +65,7 @@ __all__ = ["AUDIT_ATTACKS", "AuditSettings", "QUICK", "NATURAL_PATTERNS", "RunIn
            "hash_tree", "load_run", "mia", "run_audit", "synthetic_population"]
 
 #: Attack families ``fedprint audit --attacks`` accepts.
-AUDIT_ATTACKS = ("imprint", "inversion", "mia")
+AUDIT_ATTACKS = ("imprint", "inversion", "mia", "client-dp")
 
 #: Seconds of one inversion condition (without or with FP-DFSN) measured on the demo run, 2 cores:
 #: (imprint, inversion) x (quick, default). Used only for the printed estimate.
@@ -140,7 +142,36 @@ def _plan(attacks: Sequence[str], settings: AuditSettings) -> list[str]:
             parts += [f"mia: {label}" for label, _, _ in ms.conditions(settings.fpdfsn_beta, settings.dp_epsilons)]
     if {"imprint", "inversion"} & set(attacks):
         parts += ["inversion: without FP-DFSN", f"inversion: with FP-DFSN β = {settings.fpdfsn_beta:g}"]
+    if "client-dp" in attacks:
+        parts.append("client-dp: canaries")
     return parts
+
+
+def _client_dp_part(info: RunInfo) -> dict:
+    """One-run canary audit (Steinke et al. 2023) of every client-level DP method of a simulate run, with the
+    run's own noise multiplier, clip and largest aggregation weight (:func:`attacks.one_run_audit.
+    audit_client_dp_release`); the claimed ε it is compared with is that of one release."""
+    from attacks.one_run_audit import audit_client_dp_release
+    from privacy.client_dp import client_epsilon
+
+    rows = []
+    for final_path in sorted(info.run_dir.glob("*/final.json")):
+        p = json.loads(final_path.read_text()).get("privacy") or {}
+        if p.get("level") != "client":
+            continue
+        rounds = json.loads((final_path.parent / "rounds.json").read_text())
+        alphas = [c["alpha"] for r in rounds for c in r["clients"] if isinstance(c.get("alpha"), float)
+                  and c["alpha"] == c["alpha"]]
+        res = audit_client_dp_release(
+            noise_multiplier=p["noise_multiplier"], clip=p["clip"], max_alpha=max(alphas, default=1.0),
+            claimed_epsilon=client_epsilon(p["noise_multiplier"], None, 1, p["delta"]), delta=p["delta"],
+            rng=np.random.default_rng())
+        rows.append({"method": final_path.parent.name, "claimed ε (run)": p["epsilon"],
+                     "claimed ε (1 release)": res["claimed_epsilon"], "ε_lb (1 release)": res["epsilon_lb"],
+                     "ε_lb cap (resolution)": res["max_bound"], "correct / guesses": f"{res['correct']}/"
+                     f"{res['guesses']}", "canaries": res["canaries"], "confidence": res["confidence"],
+                     "verdict": "ok" if res["epsilon_lb"] <= res["claimed_epsilon"] else "VIOLATION"})
+    return {"rows": rows}
 
 
 def _images_per_second(info: RunInfo, size: int) -> float:
@@ -286,6 +317,8 @@ def _render(info: RunInfo, store: AuditStore, plan: list[str], settings: AuditSe
         lines.append(inversion_section(first["model"], first["client"], settings.fpdfsn_beta, results))
         write_json(out / "inversion.json", results)
         write_csv(out / "inversion.csv", [{"condition": c, **r} for c, res in results.items() for r in res["rows"]])
+    if "client-dp: canaries" in done:
+        lines.append(client_dp_section(done["client-dp: canaries"]["rows"]))
     lines.append(timing_section(store.parts, estimate))
     lines.append(report_provenance(out))
     write_text(out / "audit.md", "\n".join(lines) + "\n")
@@ -367,6 +400,8 @@ def run_audit(run_dir: str | Path, *, attacks: Sequence[str] = ("mia",), out: st
             row, curves = ms.run_condition(study, label, beta, eps, progress=progress)
             mia.plot_mia_roc(out_dir / f"mia_roc_{i}.png", curves, title=f"MIA — {label}")
             result = {"row": row, "setup": study.setup}
+        elif name == "client-dp: canaries":
+            result = _client_dp_part(info)
         else:
             beta = 0.0 if name == "inversion: without FP-DFSN" else settings.fpdfsn_beta
             result = _inversion_part(info, out_dir, attacks, records, beta, quick, progress)
@@ -387,6 +422,10 @@ def _headline(result: dict) -> str:
     if "row" in result:
         aucs = [m["auc"] for m in result["row"]["attacks"].values()]
         return f" (test EER {fmt(result['row']['test_eer'])}, best attack AUC {max(aucs):.3f})"
+    if "rows" in result and all("verdict" in r for r in result["rows"]):
+        return "".join(f" ({r['method']}: ε_lb {r['ε_lb (1 release)']:.2f} vs claimed "
+                       f"{r['claimed ε (1 release)']:.2f}, {r['verdict']})" for r in result["rows"]) or \
+            " (no client-level DP method in this run)"
     if "rows" in result:
         aucs = [m["auc"] for r in result["rows"] for m in r["attacks"].values()]
         return f" (best attack AUC {max(aucs):.3f})" if aucs else ""

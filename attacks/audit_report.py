@@ -117,6 +117,18 @@ def inversion_section(model: str, client: str, beta: float, results: dict[str, d
     return "\n".join(md) + "\n"
 
 
+def client_dp_section(rows: list[dict]) -> str:
+    """The canary audit of the run's client-level DP (or why there is nothing to audit)."""
+    head = "## Client-level DP — one-run canary audit (Steinke, Nasr & Jagielski 2023)\n"
+    if not rows:
+        return head + "\nNo method of this run used client-level DP (`[dp] level = \"client\"`): nothing to audit.\n"
+    return "\n".join([head, "1000 canary clients, each with the run's largest aggregation weight, included with "
+                       "probability ½ in one release with the run's own noise; 400 guesses (top / bottom scores). "
+                       "ε_lb is a 95 % lower bound; it can never exceed the cap, whatever the truth. A sound "
+                       "mechanism must give ε_lb ≤ the claimed ε of one release.\n",
+                       markdown_table([{k: fmt(v) for k, v in r.items()} for r in rows])])
+
+
 def timing_section(parts: list[dict], estimate_s: float | None) -> str:
     """Wall time per finished part, beside the estimate printed before the audit started."""
     rows = [{"part": p["name"], "seconds": round(p["seconds"], 1), "finished (UTC)": p["finished"]} for p in parts]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 #: Attack families accepted by ``--attacks`` (kept here so ``fedprint -h`` needs no torch import).
-ATTACK_NAMES = ("imprint", "inversion", "mia")
+ATTACK_NAMES = ("imprint", "inversion", "mia", "client-dp")
 
 
 def _attacks(text: str) -> list[str]:

@@ -103,3 +103,26 @@ def audit_weighted_sum(release: Callable[[np.ndarray, np.random.Generator], np.n
     return {"epsilon_lb": epsilon_lower_bound(canaries, guesses, correct, delta, confidence),
             "max_bound": max_bound(guesses, confidence, delta, canaries), "correct": correct,
             "guesses": guesses, "canaries": canaries, "confidence": confidence}
+
+
+def audit_client_dp_release(*, noise_multiplier: float, clip: float, max_alpha: float, claimed_epsilon: float,
+                            rng: np.random.Generator, canaries: int = 1000, dim: int = 20_000, guesses: int = 400,
+                            delta: float = 0.0, confidence: float = 0.95) -> dict:
+    """Canary audit of one model release of :class:`server.dp_affr.DPAFFR` with a run's own parameters.
+
+    Every canary gets the run's largest weight ``max_alpha`` (the client the noise must cover), the noise is the
+    run's σ = z·2C·max α (:func:`privacy.client_dp.dp_weighted_sum`), and the release is audited on a ``dim``-
+    dimensional slice of the model (the Gaussian noise is independent per coordinate, so a slice is the same
+    mechanism; it keeps the canaries nearly orthogonal without materialising the full model). Returns
+    :func:`audit_weighted_sum`'s dict plus ``claimed_epsilon`` (one release).
+    """
+    from privacy.client_dp import dp_weighted_sum
+
+    def release(canary_updates: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        updates = {f"c{j}": [canary_updates[j]] for j in range(canaries)}
+        out, _ = dp_weighted_sum(updates, dict.fromkeys(updates, float(max_alpha)), clip, noise_multiplier, gen)
+        return out[0]
+
+    res = audit_weighted_sum(release, canaries=canaries, dim=dim, clip=clip, guesses=guesses, rng=rng,
+                             delta=delta, confidence=confidence)
+    return {**res, "claimed_epsilon": float(claimed_epsilon)}

@@ -183,3 +183,32 @@ def test_interrupted_audit_keeps_finished_parts_and_resumes(tiny_run, tmp_path, 
     assert [r["condition"] for r in rows] == ["no defence", "FP-DFSN β = 0.5"]
     with pytest.raises(ValueError, match="different"):  # other settings: refused, not mixed into this audit
         audit.run_audit(tiny_run, attacks=["mia"], out=out, settings=audit.QUICK, echo=lines.append)
+
+
+def test_client_dp_canary_audit_of_a_dp_run(tiny_run, tmp_path):
+    """`--attacks client-dp` audits every client-level DP method of a simulate run with its own z, C and α."""
+    import numpy as np
+
+    from models.siamese import new_encoder
+    from privacy.client_dp import calibrate, client_epsilon
+
+    info = audit.load_run(tiny_run)
+    sim = tmp_path / "sim"
+    ck = sim / "affr" / "checkpoint"
+    ck.mkdir(parents=True)
+    (sim / "config.json").write_text(json.dumps({"experiment": info.cfg.to_dict(), "rounds": 2}, default=str))
+    sd = new_encoder("compact", 16, 5, width=16).state_dict()
+    np.savez(ck / "arrays-r0002.npz", **{f"a{i:04d}": v.numpy() for i, v in enumerate(sd.values())})
+    (ck / "state.json").write_text(json.dumps({"format": "fedprint-checkpoint/1", "round": 2,
+                                               "arrays": "arrays-r0002.npz", "keys": list(sd)}))
+    z, zg = calibrate(4.0, 1e-5, 2, 1.0)
+    (sim / "affr" / "final.json").write_text(json.dumps({"privacy": {
+        "level": "client", "epsilon": client_epsilon(z, zg, 2, 1e-5), "delta": 1e-5, "noise_multiplier": z,
+        "clip": 1.0}}))
+    (sim / "affr" / "rounds.json").write_text(json.dumps([{"clients": [{"alpha": 0.5}, {"alpha": 0.3},
+                                                                       {"alpha": 0.2}]}]))
+    out = audit.run_audit(sim, attacks=["client-dp"], out=tmp_path / "aud", echo=lambda _: None)
+    text = (out / "audit.md").read_text()
+    assert "one-run canary audit" in text and "| affr |" in text and "VIOLATION" not in text
+    row = json.loads((out / "parts" / "client-dp_canaries.json").read_text())["rows"][0]
+    assert row["verdict"] == "ok" and row["ε_lb (1 release)"] <= row["claimed ε (1 release)"]
