@@ -30,6 +30,9 @@ def register(subparsers) -> None:
                         "[federation] methods)")
     p.add_argument("--rounds", type=int, default=None, help="server rounds T (default: [federation] rounds)")
     p.add_argument("--out", default=None, help="parent folder of the run directory (default: [run] out)")
+    p.add_argument("--seeds", default=None,
+                   help="run the experiment under several seeds (a count >= 2, or a comma-separated list) and "
+                        "report mean ± 95%% CI per method and AFFR − FedAvg paired by seed")
     p.add_argument("--check", action="store_true",
                    help="only load, partition and split the experiment (no training, nothing written)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -49,6 +52,12 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.rounds is not None and args.rounds < 1:
         raise ValueError(f"--rounds: expected an integer >= 1, got {args.rounds}")
+    if args.seeds is not None:
+        from server.multi_seed import parse_seeds, simulate_seeds
+
+        simulate_seeds(args.config, parse_seeds(args.seeds), methods=args.methods, rounds=args.rounds,
+                       out=args.out, progress=not args.quiet)
+        return 0
     simulate(args.config, methods=args.methods, rounds=args.rounds, out=args.out, progress=not args.quiet)
     return 0
 
