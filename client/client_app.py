@@ -7,8 +7,9 @@
 3. E local epochs (``train.epochs``) of contrastive training on the node's FP-DFSN-processed training pairs
    (plus FedProx's proximal term when the server sends ``proximal-mu`` > 0);
 4. reply: one ArrayRecord ``arrays`` (θ_i^t), one MetricRecord ``metrics`` with ``num-examples`` (training
-   images), ``gap``, ``val-acc-before`` (Acc(θ_g^t)), ``val-acc-after`` (Acc(θ_i^t)), ``train-loss`` (last
-   epoch), ``fpdfsn-without-minutiae``, ``fpdfsn-mean-minutiae``; and one ConfigRecord ``client`` naming the
+   images), ``gap``, ``gap-se`` (its standard error on the validation pairs), ``val-acc-before``
+   (Acc(θ_g^t)), ``val-acc-after`` (Acc(θ_i^t)), ``train-loss`` (last epoch), ``fpdfsn-without-minutiae``,
+   ``fpdfsn-mean-minutiae``; and one ConfigRecord ``client`` naming the
    node (``name``, ``domain``, ``client-id``) so the server's reports can say which institution did what.
 
 ``evaluate``: verification metrics of the received global model on the node's test pairs, threshold chosen on
@@ -101,9 +102,15 @@ def train_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any]
                                              "fingerprint": _data_fingerprint(data)})
 
     stats = data.fpdfsn_stats
+    n_val = max(len(data.val_pairs), 1)
+    # Standard error of the gap (two accuracies on the same n_val validation pairs; treated as independent, so
+    # conservative): AFFR can tell a real gap difference from validation noise.
+    gap_se = 0.0 if acc_prev is None else math.sqrt(
+        (acc_prev * (1 - acc_prev) + acc_global * (1 - acc_global)) / n_val)
     metrics = {
         "num-examples": data.num_train_examples,
         "gap": float(gap),
+        "gap-se": float(gap_se),
         "val-acc-before": float(acc_global),
         "val-acc-after": float(acc_local),
         "train-loss": float(history[-1]["loss"]),

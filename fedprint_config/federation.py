@@ -39,6 +39,10 @@ class FederationConfig:
         block the run for an hour).
     client_threads : int
         torch threads per client process.
+    gap_noise_floor : float
+        AFFR variant: a round whose centred gaps max|G − μ| stay below ``gap_noise_floor`` × the largest gap
+        standard error the clients report leaves the weights unchanged (0 = the paper's rule, always update).
+        Every AFFR round records whether its update was inside the validation noise (2 SE), whatever this is.
     """
 
     rounds: int = 20
@@ -50,6 +54,7 @@ class FederationConfig:
     fraction_evaluate: float = 1.0
     timeout: float = 600.0
     client_threads: int = 1
+    gap_noise_floor: float = 0.0
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -68,6 +73,8 @@ class FederationConfig:
             raise ValueError(f"federation.timeout: expected finite seconds > 0, got {self.timeout}")
         if self.client_threads < 1:
             raise ValueError(f"federation.client_threads: expected >= 1, got {self.client_threads}")
+        if not (math.isfinite(self.gap_noise_floor) and self.gap_noise_floor >= 0):
+            raise ValueError(f"federation.gap_noise_floor: expected a finite number >= 0, got {self.gap_noise_floor}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

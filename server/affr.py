@@ -218,6 +218,12 @@ class AFFR(FedAvg):
         Base step size d (Table 7 best), finite and >= 0. 0 reduces AFFR to uniform-weight averaging.
     gap_key : str, default "gap"
         Key of the generalization gap in each train reply's MetricRecord.
+    noise_floor : float, default 0
+        Variant (not in the paper): when max|G − μ| < noise_floor × the largest reported gap standard error
+        (``se_key``), the round leaves the weights unchanged. 0 = the paper's rule. Every round records
+        ``max_centred_gap``, ``gap_se`` and ``within_noise`` (max|G − μ| < 2 SE) either way.
+    se_key : str, default "gap-se"
+        Key of the gap's standard error in the replies (optional: missing = 0).
     **fedavg_kwargs
         Forwarded to ``flwr.serverapp.strategy.FedAvg`` (fraction_train, min_train_nodes, weighted_by_key,
         arrayrecord_key, train_metrics_aggr_fn, ...). ``weighted_by_key`` (default "num-examples") weights
@@ -234,9 +240,14 @@ class AFFR(FedAvg):
     """
 
     def __init__(
-        self, num_rounds: int, step: float = 0.8, gap_key: str = "gap", **fedavg_kwargs: Any
+        self, num_rounds: int, step: float = 0.8, gap_key: str = "gap", noise_floor: float = 0.0,
+        se_key: str = "gap-se", **fedavg_kwargs: Any
     ) -> None:
         super().__init__(**fedavg_kwargs)
+        if not (isinstance(noise_floor, int | float) and math.isfinite(noise_floor) and noise_floor >= 0):
+            raise ValueError(f"noise_floor must be finite and >= 0, got {noise_floor!r}")
+        self.noise_floor = float(noise_floor)
+        self.se_key = se_key
         if not isinstance(num_rounds, int) or num_rounds < 1:
             raise ValueError(f"num_rounds must be an integer >= 1, got {num_rounds!r}")
         if not isinstance(step, int | float) or not math.isfinite(step) or step < 0:
@@ -405,8 +416,16 @@ class AFFR(FedAvg):
         if veterans and share > 0:
             used = self._gaps_for_update({n: gaps[n] for n in veterans})
             entry["gaps"].update(used)
-            moved = update_weights({n: start[n] / share for n in veterans}, used, d_t)
-            round_weights.update({n: moved[n] * share for n in veterans})
+            mu = math.fsum(used.values()) / len(used)
+            spread = max(abs(g - mu) for g in used.values())
+            se = max(self._gap_se(accepted[n]) for n in veterans)
+            entry.update(max_centred_gap=spread, gap_se=se, within_noise=bool(se > 0 and spread < 2 * se))
+            if self.noise_floor > 0 and spread < self.noise_floor * se:
+                log(INFO, "aggregate_train: gap spread %.4g < %.3g x SE %.4g: weights unchanged (noise floor)",
+                    spread, self.noise_floor, se)
+            else:
+                moved = update_weights({n: start[n] / share for n in veterans}, used, d_t)
+                round_weights.update({n: moved[n] * share for n in veterans})
         round_weights = self._constrain(round_weights)
         if mass > 0:
             for n in present:
@@ -425,6 +444,12 @@ class AFFR(FedAvg):
         metrics = self._aggregate_metrics([accepted[n] for n in present], self.train_metrics_aggr_fn,
                                           "aggregate_train")
         return arrays, metrics
+
+    def _gap_se(self, content: RecordDict) -> float:
+        """The gap's standard error a reply reports (0 when absent or not a finite number >= 0)."""
+        rec = next(iter(content.metric_records.values()))
+        v = rec.get(self.se_key, 0.0)
+        return float(v) if isinstance(v, int | float) and math.isfinite(v) and v >= 0 else 0.0
 
     def _gaps_for_update(self, gaps: dict[str, float]) -> dict[str, float]:
         """The gaps the weight update uses (hook: the client-DP variant releases noisy gaps)."""

@@ -155,7 +155,7 @@ def build_strategy(name: str, *, num_rounds: int, step: float, proximal_mu: floa
         return RecordedDPAFFR(num_rounds=num_rounds, step=affr_step, noise_multiplier=z, gap_noise_multiplier=zg,
                               clip=dp.client_clip, alpha_cap=dp.alpha_cap, delta=delta, **common)
     if name == "affr":
-        return RecordedAFFR(num_rounds=num_rounds, step=step, **common)
+        return RecordedAFFR(num_rounds=num_rounds, step=step, noise_floor=fed.gap_noise_floor, **common)
     if name == "fedavg":
         return RecordedFedAvg(**common)
     if name == "fedprox":
@@ -201,6 +201,9 @@ def round_rows(strategy: RoundRecorder, t: int) -> tuple[dict[str, Any], list[di
         "round_seconds": time.perf_counter() - entry["started"],
         "aggregate_seconds": entry.get("aggregate_seconds", float("nan")),
         "step": hist.get("step", float("nan")) if hist else float("nan"),
+        "gap_spread": hist.get("max_centred_gap", float("nan")) if hist else float("nan"),
+        "gap_se": hist.get("gap_se", float("nan")) if hist else float("nan"),
+        "within_noise": hist.get("within_noise") if hist else None,
     }
     return summary, rows
 

@@ -554,3 +554,21 @@ def test_affr_in_flower_simulation_moves_weight_to_larger_gap(monkeypatch):
     ranked = sorted(final, key=final.get, reverse=True)
     gaps_by_node = strat.history[-1]["gaps"]
     assert [gaps_by_node[n] for n in ranked] == [0.3, 0.1, 0.0]
+
+
+def test_gap_differences_inside_the_validation_noise_are_flagged_and_can_be_ignored(glob):
+    """AFFR's normalisation turns any spread into a full step; the round records when that spread is within
+    2 standard errors, and the noise-floor variant leaves the weights alone then."""
+    models = three_models()
+    moved = {}
+    for floor in (0.0, 2.0):
+        strat = AFFR(num_rounds=4, step=0.5, noise_floor=floor)
+        for t in (1, 2):
+            configure(strat, t, glob)
+            strat.aggregate_train(t, [train_reply(n, models[n], g, **{"gap-se": 0.05})
+                                      for n, g in ((11, 0.01), (22, 0.0), (33, -0.01))])
+        h = strat.history[-1]
+        assert h["within_noise"] and h["max_centred_gap"] == pytest.approx(0.01) and h["gap_se"] == 0.05
+        moved[floor] = ints(h["round_weights"])
+    assert moved[0.0][11] > 0.4  # the paper's rule: a full step on a 0.01 gap difference
+    assert moved[2.0] == pytest.approx({11: 1 / 3, 22: 1 / 3, 33: 1 / 3})  # the variant: unchanged

@@ -96,7 +96,7 @@ def test_train_handler_gap_and_state(tmp_path):
 
     reply = train_handler(train_message(arrays, 1), ctx, defaults=defaults)
     m = reply.content["metrics"]
-    assert set(m) == {"num-examples", "gap", "val-acc-before", "val-acc-after", "train-loss",
+    assert set(m) == {"num-examples", "gap", "gap-se", "val-acc-before", "val-acc-after", "train-loss",
                       "fpdfsn-without-minutiae", "fpdfsn-mean-minutiae"}
     assert m["gap"] == 0.0  # first round: no previous local model
     assert m["num-examples"] > 0 and math.isfinite(m["train-loss"])
@@ -108,6 +108,9 @@ def test_train_handler_gap_and_state(tmp_path):
     reply2 = train_handler(train_message(arrays, 2), ctx, defaults=defaults)
     m2 = reply2.content["metrics"]
     assert m2["gap"] == pytest.approx(m["val-acc-after"] - m2["val-acc-before"])
+    a, b = m["val-acc-after"], m2["val-acc-before"]  # SE of two accuracies on the same n validation pairs
+    n = (a * (1 - a) + b * (1 - b)) / m2["gap-se"] ** 2 if m2["gap-se"] else 0
+    assert m["gap-se"] == 0.0 and (m2["gap-se"] == 0.0 or abs(n - round(n)) < 1e-6)  # n is a whole pair count
     assert m2["val-acc-before"] == pytest.approx(m["val-acc-before"])  # same global model, same val pairs
 
     ev = evaluate_handler(train_message(reply2.content["arrays"], 2), ctx, defaults=defaults)
