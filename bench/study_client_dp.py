@@ -41,8 +41,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--epsilons", default="8,4,1")
+    ap.add_argument("--report-only", action="store_true", help="re-render study.md/png from study.json")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.report_only:
+        write_outputs(json.loads((args.out / "study.json").read_text()), args.out)
+        return
     rows, base_round = [], {}
     for eps in [math.inf, *(float(e) for e in args.epsilons.split(","))]:
         t0 = time.perf_counter()
@@ -72,8 +76,17 @@ def main() -> None:
             rows.append(row)
         print(f"ε = {eps}: {time.perf_counter() - t0:.0f} s", flush=True)
     (args.out / "study.json").write_text(json.dumps(rows, indent=1, default=str))
+    write_outputs(rows, args.out)
+
+
+def write_outputs(rows: list[dict], out: Path) -> None:
+    """study.md (every column, "–" where a run has none) and study.png."""
+    for r in rows:
+        r["target ε"] = float(r["target ε"])
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    rows = [{k: r.get(k, "–") for k in keys} for r in rows]
     table = markdown_table([{k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows])
-    (args.out / "study.md").write_text("# Client-level DP: FedAvg vs AFFR on the demo's three institutions\n\n"
+    (out / "study.md").write_text("# Client-level DP: FedAvg vs AFFR on the demo's three institutions\n\n"
                                        + table)
     import matplotlib
 
@@ -85,7 +98,7 @@ def main() -> None:
         rs = [r for r in rows if r["method"] == method]
         xs = [16.0 if math.isinf(r["target ε"]) else r["target ε"] for r in rs]
         ax[0].plot(xs, [r["avg test EER"] for r in rs], "o-", label=method)
-        dp = [r for r in rs if "ε_lb (1 release)" in r]
+        dp = [r for r in rs if r.get("ε_lb (1 release)", "–") != "–"]
         ax[1].plot([r["target ε"] for r in dp], [r["ε_lb (1 release)"] for r in dp], "o-", label=f"{method} ε_lb")
         ax[1].plot([r["target ε"] for r in dp], [r["claimed ε (1 release)"] for r in dp], "x--",
                    label=f"{method} claimed (1 release)")
@@ -95,7 +108,7 @@ def main() -> None:
     for a in ax:
         a.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(args.out / "study.png", dpi=120)
+    fig.savefig(out / "study.png", dpi=120)
     print(table)
 
 
