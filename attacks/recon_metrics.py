@@ -31,9 +31,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from skimage.metrics import structural_similarity
 
 from models.preprocess import NORMALIZATIONS, InputSpec, to_tensor_batch
+from privacy import similarity
 from privacy.similarity import LPIPSUnavailable, lpips_distance
 
 #: Gray-level error below which a reconstruction rounds to the identical uint8 image.
@@ -80,28 +80,21 @@ def mse(a, b) -> float:
 
 
 def psnr(a, b, data_range: float | None = None) -> float:
-    """PSNR = 10 log10(data_range^2 / MSE) in dB; ``inf`` for identical images.
+    """PSNR in dB (:func:`privacy.similarity.psnr`) with an explicit ``data_range``; ``inf`` for identical images.
 
-    Parameters
-    ----------
-    a, b : array_like, shape (H, W)
-        Images on the same scale.
-    data_range : float, optional
-        Peak value range: 255 for gray levels, 1 for [0, 1] images. Inferred only for uint8 ``a`` (255);
-        required otherwise.
+    ``data_range``: 255 for gray levels, 1 for [0, 1] images. Inferred only for uint8 ``a`` (255); required
+    otherwise (never guessed from the values).
     """
     r = _data_range(a, data_range)
-    m = mse(a, b)
-    return float("inf") if m == 0.0 else float(10.0 * np.log10(r * r / m))
+    a, b = _pair(a, b)
+    return similarity.psnr(a, b, data_range=r)
 
 
 def ssim(a, b, data_range: float | None = None) -> float:
-    """SSIM (Wang et al. 2004; skimage's 7 x 7 uniform window) with an explicit ``data_range`` (see :func:`psnr`)."""
+    """SSIM (:func:`privacy.similarity.ssim`) with an explicit ``data_range`` (see :func:`psnr`)."""
     r = _data_range(a, data_range)
     a, b = _pair(a, b)
-    if min(a.shape) < 7:
-        raise ValueError(f"ssim needs images of at least 7x7 pixels, got {a.shape}")
-    return float(structural_similarity(a, b, data_range=r))
+    return similarity.ssim(a, b, data_range=r)
 
 
 def lpips_or_unavailable(a, b) -> tuple[float | None, str | None]:

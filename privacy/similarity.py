@@ -58,15 +58,19 @@ def max_finite_psnr(shape: tuple[int, int]) -> float:
     return float(10.0 * np.log10(DATA_RANGE**2 * n))
 
 
-def psnr(a: np.ndarray, b: np.ndarray, mask: np.ndarray | None = None) -> float:
-    """Peak signal-to-noise ratio in dB, data_range = 255; ``inf`` for identical images.
+def psnr(a: np.ndarray, b: np.ndarray, mask: np.ndarray | None = None, data_range: float = DATA_RANGE) -> float:
+    """Peak signal-to-noise ratio 10·log10(data_range² / MSE) in dB; ``inf`` for identical images.
+
+    The one PSNR of FedPrint (:mod:`attacks.recon_metrics` calls it with an explicit ``data_range``).
 
     Parameters
     ----------
     a, b : ndarray, shape (H, W)
-        Gray images on the 0–255 scale (uint8, or float for unquantised intermediates).
+        Gray images on the same scale (uint8, or float for unquantised intermediates).
     mask : ndarray of bool, shape (H, W), optional
         Restrict the MSE to these pixels (e.g. outside the FP-DFSN noise mask); must select at least one.
+    data_range : float, default 255
+        Peak value range of the images (255 for gray levels, 1 for [0, 1] images).
     """
     a, b = _check_pair(a, b)
     if mask is not None:
@@ -76,15 +80,16 @@ def psnr(a: np.ndarray, b: np.ndarray, mask: np.ndarray | None = None) -> float:
         a, b = a[mask], b[mask]
     if np.array_equal(a, b):
         return float("inf")  # skimage would divide by zero (and warn) here
-    return float(peak_signal_noise_ratio(a, b, data_range=DATA_RANGE))
+    return float(peak_signal_noise_ratio(a, b, data_range=data_range))
 
 
-def ssim(a: np.ndarray, b: np.ndarray) -> float:
-    """Structural similarity (Wang et al. 2004, skimage defaults: 7×7 uniform window), data_range = 255."""
+def ssim(a: np.ndarray, b: np.ndarray, data_range: float = DATA_RANGE) -> float:
+    """Structural similarity (Wang et al. 2004, skimage defaults: 7×7 uniform window); ``data_range`` as
+    :func:`psnr` (default 255). The one SSIM of FedPrint."""
     a, b = _check_pair(a, b)
     if min(a.shape) < 7:
         raise ValueError(f"ssim needs images of at least 7×7 pixels, got {a.shape}")
-    return float(structural_similarity(a, b, data_range=DATA_RANGE))
+    return float(structural_similarity(a, b, data_range=data_range))
 
 
 #: Environment variable naming torchvision's ImageNet AlexNet checkpoint file (overrides the torch hub cache).
