@@ -78,6 +78,15 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
     if cfg.dp.enabled and cfg.dp.level != "sample":
         raise ValueError(f"[dp] level = {cfg.dp.level!r}: `fedprint train` honours only sample-level DP-SGD "
                          "(level = \"sample\"); client-level DP is for federated runs (`fedprint simulate`)")
+    if cfg.dp.enabled:  # DP-SGD trains pair by pair (one record = one pair): these keys would be silently ignored
+        ignored = [f"{k} = {v!r}" for k, v, ok in (("sampler", cfg.train.sampler, "pairs"),
+                                                   ("augment", cfg.train.augment, False),
+                                                   ("schedule", cfg.train.schedule, "constant"))
+                   if v != ok]
+        if ignored:
+            raise ValueError(f"[train] {', '.join(ignored)}: DP-SGD (client.dp_sgd) does not honour them — it "
+                             "samples pairs (one record = one pair) at a constant learning rate without "
+                             "augmentation; set sampler = \"pairs\", augment = false, schedule = \"constant\"")
     run_dir = out or new_run_dir(cfg.run.out, f"{cfg.run.name}-{mode}")
     run_dir.mkdir(parents=True, exist_ok=True)
     spec = cfg.model.input_spec()

@@ -176,7 +176,11 @@ def test_dp_config_defaults_and_kwargs():
 
 def test_fedprint_train_with_dp(dataset_config, tmp_path):  # noqa: F811
     cfg = dataset_config
-    cfg.write_text(cfg.read_text() + "[dp]\nenabled = true\nnoise_multiplier = 1.1\nmax_grad_norm = 0.5\n")
+    text = cfg.read_text() + "[dp]\nenabled = true\nnoise_multiplier = 1.1\nmax_grad_norm = 0.5\n"
+    cfg.write_text(text)  # the P x K recipe keys DP-SGD would ignore: refused, naming them
+    assert main(["train", "--mode", "local", "--config", str(cfg), "--quiet"]) == 2
+    assert not (tmp_path / "runs").exists()
+    cfg.write_text(text.replace("[train]\n", '[train]\nsampler = "pairs"\naugment = false\nschedule = "constant"\n'))
     assert main(["train", "--mode", "local", "--config", str(cfg), "--quiet"]) == 0
     (run_dir,) = (tmp_path / "runs").glob("toy-local-*")
     metrics = json.loads((run_dir / "metrics.json").read_text())
