@@ -488,6 +488,40 @@ def test_supernode_killed_mid_run_is_reported(tmp_path):
     print(f"[timing] SuperNode killed mid-run: {time.monotonic() - t0:.1f} s")
 
 
+@pytest.mark.slow
+def test_affr_weights_survive_a_resume_with_restarted_supernodes(tmp_path):
+    """Deployment processes: stop after round 1, restart every SuperNode (new SuperLink node ids), resume the
+    same run directory: round 2 starts from the α stored after round 1, keyed by the institutions' names."""
+    from server.affr import update_weights
+
+    t0 = time.monotonic()
+    _write_institutions(tmp_path)
+    exp = _write_experiment(tmp_path)
+    topo = Topology(tmp_path)
+    run_dir = tmp_path / "runs" / "resumed"
+    nodes = [n for i in INSTITUTIONS for n in (f"supernode-{i}", f"clientapp-{i}")]
+    try:
+        topo.start(start_order(topo.services))
+        _federation(topo.flwr_home, topo.port, None)
+        _wait_finished(topo.flwr_home, topo.submit(exp, "run-dir='runs/resumed' stop-after-round=1"), 400,
+                       topo.group)
+        state, _ = load_checkpoint(run_dir)
+        assert state["round"] == 1
+        alpha1 = state["strategy_state"]["alpha"]
+        assert set(alpha1) == set(INSTITUTIONS)
+        topo.group.stop(nodes)  # every institution restarts: the SuperLink gives them new node ids
+        topo.start(nodes)
+        _wait_finished(topo.flwr_home, topo.submit(exp, "run-dir='runs/resumed'"), 400, topo.group)
+        state, _ = load_checkpoint(run_dir)
+        second = state["strategy_state"]["history"][-1]
+        assert state["round"] == 2 and second["round"] == 2
+        assert set(state["strategy_state"]["alpha"]) == set(INSTITUTIONS)  # no stale node ids hold weight
+        assert second["round_weights"] == pytest.approx(update_weights(alpha1, second["gaps"], second["step"]))
+    finally:
+        topo.group.stop()
+    print(f"[timing] deployment resume with restarted SuperNodes: {time.monotonic() - t0:.1f} s")
+
+
 # --------------------------------------------------------------------------------------------- compose tool
 def _compose_tool() -> list[str] | None:
     for cmd in (["docker", "compose"], ["docker-compose"], [str(BIN / "docker-compose")]):
