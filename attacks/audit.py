@@ -43,6 +43,7 @@ import torch
 from attacks import membership as mia
 from attacks import membership_study as ms
 from attacks.audit_report import (
+    MIA_DEFINITIONS,
     client_dp_section,
     comparison_section,
     fmt,
@@ -262,18 +263,6 @@ def _inversion_part(info: RunInfo, out: Path, attacks: Sequence[str], records, b
 
 
 # --------------------------------------------------------------------------------------------- reporting
-
-
-MIA_DEFINITIONS = (
-    "**Definitions.** Unit = finger identity; score per finger, higher = member. AUC: Mann-Whitney ROC area. "
-    "Balanced accuracy (TPR + TNR)/2 of decisions Ŝ whose threshold was chosen on the *other* half of the "
-    "fingers (2-fold stratified cross-fitting, seeded), so no finger is classified by a threshold fitted on it. "
-    "TPR@FPR: highest TPR with FPR ≤ 1% / 0.1%, only with ≥ 100 / ≥ 1000 non-members, else marked not "
-    "resolvable. I(M;Ŝ): mutual information in bits between the membership bit M and Ŝ, plug-in estimate "
-    "under the evaluated set's member fraction; H(Ŝ): entropy of Ŝ in bits (Yan et al. 2025 Table 6's 'mutual "
-    "information' and 'entropy' made precise; the ceiling of I(M;Ŝ) is H(M), 1 bit for a balanced set). "
-    "I(M;B10): I(M; score in 10 equal-frequency bins), threshold-free, biased upwards by ≈ 9/(2 n ln 2) bits "
-    "for n fingers.\n")
 
 
 def _render(info: RunInfo, store: AuditStore, plan: list[str], settings: AuditSettings, *, n_files: int,
