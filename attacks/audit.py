@@ -93,7 +93,9 @@ class AuditSettings:
         Target ε of the DP-SGD conditions (δ = Opacus default of client.dp_sgd: largest power of ten < 1/pairs);
         empty = no DP-SGD condition.
     max_pairs_per_epoch : int or None
-        Cap on training pairs per epoch of the audit's own models (the smaller of this and the run's cap).
+        Cap on training pairs per epoch of the audit's own models (the smaller of this and the run's cap);
+        default 1000. It bounds the pair-by-pair DP-SGD comparison models, which dominate the audit's time
+        (the P x K trainer's epochs cover every training finger regardless).
     shadow_fingers : int or None
         Synthetic fingers per shadow population; None = enough to give each shadow as many training fingers as
         the target (at least a quarter of the candidates).
@@ -109,7 +111,7 @@ class AuditSettings:
     input_size: int | None = None
     fpdfsn_beta: float = 0.5
     dp_epsilons: tuple[float, ...] = (8.0, 1.0)
-    max_pairs_per_epoch: int | None = None
+    max_pairs_per_epoch: int | None = 1000
     shadow_fingers: int | None = None
     seed: int = 0
     comparison: bool = True
