@@ -65,7 +65,7 @@ batch_size = 16
 
 [federation]
 rounds = {rounds}
-timeout = 120.0
+timeout = 900.0
 {extra}""")
     return path
 
