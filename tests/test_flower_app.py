@@ -10,34 +10,19 @@ import json
 import math
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, Metadata, RecordDict
 
 from client.client_app import STATE_KEY, evaluate_handler, train_handler
+from data.stripes import stripe_records, write_generic
 from fedprint_config import load_experiment, resolve_experiment
 from models.siamese import new_encoder
 from server.checkpoint import load_checkpoint
 
 
-def write_dataset(root: Path, fingers: int = 12, impressions: int = 4, size: int = 40, seed: int = 0) -> Path:
-    """<root>/<identity>/<impression>.png stripe images; same finger = same orientation and frequency."""
-    rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[0:size, 0:size].astype(np.float64)
-    for f in range(fingers):
-        theta, freq = rng.uniform(0, np.pi), rng.uniform(0.15, 0.45)
-        (root / f"f{f:03d}").mkdir(parents=True)
-        for i in range(impressions):
-            dx, dy = rng.normal(0, 1.0, 2)
-            phase = freq * ((xx + dx) * np.cos(theta) + (yy + dy) * np.sin(theta))
-            img = 128 + 90 * np.sin(2 * np.pi * phase) + rng.normal(0, 12, (size, size))
-            cv2.imwrite(str(root / f"f{f:03d}" / f"{i}.png"), np.clip(img, 0, 255).astype(np.uint8))
-    return root
-
-
 def write_experiment(tmp: Path, *, clients: int = 2, rounds: int = 2, fingers: int = 12, extra: str = "") -> Path:
-    data = write_dataset(tmp / "prints", fingers=fingers)
+    data = write_generic(stripe_records(n_fingers=fingers, n_impressions=4, size=40), tmp / "prints")
     path = tmp / "exp.toml"
     path.write_text(f"""
 [run]
