@@ -47,10 +47,12 @@ from flwr.clientapp import ClientApp
 from client.evaluation import evaluate_on_pairs, validation_accuracy
 from client.local_data import ClientData
 from client.node_data import node_client_data
+from client.personalized import personal_model, personal_train
 from client.proximal import ProximalAdam
 from client.publish_handler import ACTION as PUBLISH_ACTION
 from client.publish_handler import publish_handler
 from client.trainer import train_siamese
+from fedprint_config import PERSONALIZED
 from fedprint_config.app import CLIENT_DEFAULTS, experiment, settings
 
 #: Key of the persistent state record holding the previous local model's validation accuracy.
@@ -78,10 +80,12 @@ def train_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any]
     hook that adds a fixed amount to a client's reported gap after the first round."""
     conf = settings(CLIENT_DEFAULTS, context.run_config, defaults)
     torch.set_num_threads(int(conf["client-threads"]))
-    cfg, _, key, base_dir = experiment(conf)
+    cfg, fed, key, base_dir = experiment(conf)
     data, client_id = node_client_data(cfg, context.node_config, experiment_key=key, base_dir=base_dir)
     server_round = int(msg.content["config"].get("server-round", 1))
     mu = float(msg.content["config"].get("proximal-mu", 0.0))
+
+    method = str(msg.content["config"].get("method", ""))
 
     net = cfg.model.new_encoder(cfg.run.seed)
     net.load_state_dict(msg.content["arrays"].to_torch_state_dict())
@@ -92,12 +96,18 @@ def train_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any]
         gap += float(gap_offset.get(client_id, 0.0))
 
     # A different sampling seed every round and client, reproducible from (run seed, round, client).
-    tcfg = replace(cfg.train, seed=cfg.train.seed + 10_007 * server_round + client_id)
-    anchor = [p.detach().clone() for p in net.parameters()]
-    opt = ProximalAdam(net.parameters(), anchor, mu=mu, lr=tcfg.lr)
-    history = train_siamese(net, data.images, data.train_pairs, tcfg, optimizer=opt, progress=False,
-                            desc=data.name)
-    acc_local = validation_accuracy(net, data)
+    tcfg = _round_train_config(cfg, server_round, client_id)
+    extra: dict[str, Any] = {}
+    if method in PERSONALIZED:
+        net, history, extra = personal_train(method, net, data, context.state, fed, tcfg, msg.content["config"])
+        acc_local = validation_accuracy(personal_model(method, net, data, context.state, fed, tcfg)
+                                        if method == "feddbe" else net, data)
+    else:
+        anchor = [p.detach().clone() for p in net.parameters()]
+        opt = ProximalAdam(net.parameters(), anchor, mu=mu, lr=tcfg.lr)
+        history = train_siamese(net, data.images, data.train_pairs, tcfg, optimizer=opt, progress=False,
+                                desc=data.name)
+        acc_local = validation_accuracy(net, data)
     context.state[STATE_KEY] = MetricRecord({"val-acc": acc_local, "round": server_round,
                                              "fingerprint": _data_fingerprint(data)})
 
@@ -116,6 +126,7 @@ def train_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any]
         "train-loss": float(history[-1]["loss"]),
         "fpdfsn-without-minutiae": int(stats.get("without_minutiae", 0)),
         "fpdfsn-mean-minutiae": float(stats.get("mean_minutiae", 0.0)),
+        **extra,
     }
     content = RecordDict({"arrays": ArrayRecord(net.state_dict()), "metrics": MetricRecord(metrics),
                           "client": _identity(data, client_id)})
@@ -126,10 +137,15 @@ def evaluate_handler(msg: Message, context: Context, *, defaults: Mapping[str, A
     """The ``@app.evaluate`` handler: metrics of the received model on this node's test pairs."""
     conf = settings(CLIENT_DEFAULTS, context.run_config, defaults)
     torch.set_num_threads(int(conf["client-threads"]))
-    cfg, _, key, base_dir = experiment(conf)
+    cfg, fed, key, base_dir = experiment(conf)
     data, client_id = node_client_data(cfg, context.node_config, experiment_key=key, base_dir=base_dir)
     net = cfg.model.new_encoder(cfg.run.seed)
     net.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    method = str(msg.content["config"].get("method", ""))
+    if method in PERSONALIZED:  # personalised methods evaluate the client's own model (client.personalized)
+        server_round = int(msg.content["config"].get("server-round", 1))
+        net = personal_model(method, net, data, context.state, fed,
+                             _round_train_config(cfg, server_round, client_id))
     m, _ = evaluate_on_pairs(net, data)
     metrics = {"accuracy": m["accuracy"], "eer": m["eer"], "roc-auc": m["roc_auc"], "fmr100": m["fmr100"],
                "num-examples": len(data.test_pairs), "threshold": m["threshold"], "val-pairs": len(data.val_pairs)}
@@ -138,6 +154,11 @@ def evaluate_handler(msg: Message, context: Context, *, defaults: Mapping[str, A
         raise ValueError(f"client {data.name!r}: non-finite evaluation metric(s) {bad}")
     content = RecordDict({"metrics": MetricRecord(metrics), "client": _identity(data, client_id)})
     return Message(content=content, reply_to=msg)
+
+
+def _round_train_config(cfg, server_round: int, client_id: int):
+    """The training settings of one (round, client): a seed reproducible from (run seed, round, client)."""
+    return replace(cfg.train, seed=cfg.train.seed + 10_007 * server_round + client_id)
 
 
 def _identity(data: ClientData, client_id: int) -> ConfigRecord:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -97,6 +98,7 @@ def train_siamese(
     optimizer: torch.optim.Optimizer | None = None,
     progress: bool = True,
     desc: str = "train",
+    regularizer: Callable[[], torch.Tensor] | None = None,
 ) -> list[dict]:
     """Train ``encoder`` in place with the contrastive loss (Eq. 1) on ``images``.
 
@@ -113,6 +115,10 @@ def train_siamese(
     cfg : TrainConfig
     optimizer : Optimizer, optional
         Defaults to Adam(lr=cfg.lr). Pass one to keep its state across rounds, or a FedProx one.
+    regularizer : callable, optional
+        Called after each step's forward pass(es); its scalar is added to the loss that is back-propagated
+        (e.g. FedDBE's mean regularisation, which depends on that step's features). The reported ``loss``
+        stays the contrastive loss alone.
 
     Returns
     -------
@@ -167,7 +173,7 @@ def train_siamese(
                 scored, genuine = scored + len(ia), genuine + int(y[sl].sum())
                 embedded += 2 * len(ia)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            (loss + regularizer() if regularizer is not None else loss).backward()
             opt.step()
             sched.step()
             total += float(loss.detach())

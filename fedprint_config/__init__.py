@@ -27,12 +27,13 @@ from fedprint_config.experiment import (
     parse_experiment,
     read_toml,
 )
-from fedprint_config.federation import FEDERATED, METHODS, FederationConfig
+from fedprint_config.federation import FEDERATED, METHODS, PERSONALIZED, FederationConfig
 from fedprint_config.shipped import SHIPPED_DIR, resolve_experiment
 from fedprint_config.train import TrainConfig
 
 __all__ = [
     "DPSection", "DataSection", "ExperimentConfig", "FEDERATED", "FPDFSNSection", "FederationConfig", "METHODS",
-    "ModelSection", "PartitionSection", "RunSection", "SHIPPED_DIR", "SourceSection", "TrainConfig", "load_config",
+    "PERSONALIZED", "ModelSection", "PartitionSection", "RunSection", "SHIPPED_DIR", "SourceSection", "TrainConfig",
+    "load_config",
     "load_experiment", "parse_config", "parse_experiment", "read_toml", "resolve_experiment",
 ]

@@ -90,12 +90,24 @@ class CompactEncoder(nn.Module):
         if self.channels_last:
             self.to(memory_format=torch.channels_last)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(N, C, H, W) float -> (N, embedding_dim) unit-norm embeddings."""
+    @property
+    def head_layer(self) -> nn.Linear:
+        """The final projection (the "head" of personalised FL methods; every other layer is the "base")."""
+        return self.fc
+
+    def representation(self, x: torch.Tensor) -> torch.Tensor:
+        """Base output: (N, C, H, W) -> (N, 8 * width) pooled features, before the head."""
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
-        z = self.pool(self.features(x)).flatten(1)
+        return self.pool(self.features(x)).flatten(1)
+
+    def project(self, z: torch.Tensor) -> torch.Tensor:
+        """Head: pooled features (N, 8 * width) -> (N, embedding_dim) unit-norm embeddings."""
         return F.normalize(self.fc(z), dim=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, C, H, W) float -> (N, embedding_dim) unit-norm embeddings."""
+        return self.project(self.representation(x))
 
 
 class _NormalizedEmbedding(nn.Module):
@@ -105,6 +117,22 @@ class _NormalizedEmbedding(nn.Module):
         super().__init__()
         self.backbone = backbone
         self.embedding_dim = embedding_dim
+
+    @property
+    def head_layer(self) -> nn.Linear:
+        """The backbone's final linear layer (the "head" of personalised FL methods)."""
+        return self.backbone.fc
+
+    def representation(self, x: torch.Tensor) -> torch.Tensor:
+        """Base output: the backbone's pooled features, before its final linear layer."""
+        b = self.backbone
+        x = b.maxpool(b.relu(b.bn1(b.conv1(x))))
+        x = b.layer4(b.layer3(b.layer2(b.layer1(x))))
+        return torch.flatten(b.avgpool(x), 1)
+
+    def project(self, z: torch.Tensor) -> torch.Tensor:
+        """Head: pooled features -> unit-norm embeddings."""
+        return F.normalize(self.backbone.fc(z), dim=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.normalize(self.backbone(x), dim=1)
@@ -179,6 +207,15 @@ class SiameseNet(nn.Module):
     def distance(e1: torch.Tensor, e2: torch.Tensor) -> torch.Tensor:
         """Euclidean distance per pair; see :func:`distance`."""
         return distance(e1, e2)
+
+
+def head_parameter_names(encoder: nn.Module) -> list[str]:
+    """Names (as in ``encoder.state_dict()``) of the head's parameters; every other parameter is the base.
+
+    The split personalised federated methods use (FedAS keeps its own head, FedALA adapts the top layers).
+    """
+    head = {id(p) for p in encoder.head_layer.parameters()}
+    return [n for n, p in encoder.named_parameters() if id(p) in head]
 
 
 def new_encoder(name: str, embedding_dim: int, seed: int, **kwargs) -> nn.Module:

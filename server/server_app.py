@@ -1,7 +1,9 @@
 """FedPrint Flower ServerApp: AFFR or a Flower baseline strategy, per-round checkpoints, logs and resume.
 
 The strategy is chosen by name (run config ``strategy``): ``"affr"`` (:class:`server.affr.AFFR`), ``"fedavg"``
-and ``"fedprox"`` (Flower's own ``FedAvg`` / ``FedProx``; μ from ``proximal-mu``). Every strategy is wrapped
+and ``"fedprox"`` (Flower's own ``FedAvg`` / ``FedProx``; μ from ``proximal-mu``), and the personalised
+baselines ``"fedala"``, ``"feddbe"``, ``"fedas"`` (:mod:`server.personalized`; their clients evaluate their own
+personalised models, the exported ``model.pt`` is the global one). Every strategy is wrapped
 by :class:`RoundRecorder`, which records each node's train / evaluate reply (metrics, identity, errors,
 missing replies) without changing what the strategy aggregates.
 
@@ -34,7 +36,7 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg, FedProx
 
 from data.atomic_io import atomic_write_bytes, write_csv, write_json
-from fedprint_config import FederationConfig
+from fedprint_config import PERSONALIZED, FederationConfig
 from fedprint_config.app import SERVER_DEFAULTS, experiment, settings
 from fedprint_config.experiment import DPSection
 from fedprint_config.provenance import provenance
@@ -43,9 +45,10 @@ from privacy.client_dp import calibrate
 from server.affr import AFFR
 from server.checkpoint import load_checkpoint, save_checkpoint
 from server.dp_affr import DPAFFR
+from server.personalized import FedALA, FedAS, FedDBE
 from server.rundir import new_run_dir
 
-STRATEGIES = ("affr", "fedavg", "fedprox")
+STRATEGIES = ("affr", "fedavg", "fedprox", "fedala", "feddbe", "fedas")
 
 
 class RoundRecorder:
@@ -87,19 +90,25 @@ class RoundRecorder:
             metrics = next(iter(msg.content.metric_records.values()), MetricRecord())
             entry[stage][node] = {"status": "ok", **{k: metrics[k] for k in metrics}}
 
+    def _with_method(self, config: ConfigRecord) -> ConfigRecord:
+        """``config`` plus what a personalised strategy tells its clients (``client_config()``, if any)."""
+        extra = self.client_config() if hasattr(self, "client_config") else {}
+        return ConfigRecord({**{k: config[k] for k in config}, **extra}) if extra else config
+
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
         t = server_round + self.rec_offset
         entry = self._log_entry(t)
         entry["started"] = time.perf_counter()
-        msgs = list(super().configure_train(server_round + self.cfg_offset, arrays, config, grid))
+        msgs = list(super().configure_train(server_round + self.cfg_offset, arrays, self._with_method(config), grid))
         entry["sent_train"] = [int(m.metadata.dst_node_id) for m in msgs]
         entry["_msgs_train"] = msgs
         return msgs
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                            grid: Grid) -> Iterable[Message]:
-        msgs = list(super().configure_evaluate(server_round + self.cfg_offset, arrays, config, grid))
+        msgs = list(super().configure_evaluate(server_round + self.cfg_offset, arrays, self._with_method(config),
+                                               grid))
         entry = self._log_entry(server_round + self.rec_offset)
         entry["sent_evaluate"] = [int(m.metadata.dst_node_id) for m in msgs]
         entry["_msgs_evaluate"] = msgs
@@ -136,6 +145,18 @@ class RecordedDPAFFR(RoundRecorder, DPAFFR):
     """Client-level DP AFFR / DP-FedAvg (``step = 0``) with per-round reply records."""
 
 
+class RecordedFedALA(RoundRecorder, FedALA):
+    """FedALA (server: FedAvg; clients: adaptive local aggregation) with per-round reply records."""
+
+
+class RecordedFedDBE(RoundRecorder, FedDBE):
+    """FedDBE (FedAvg + global representation mean) with per-round reply records."""
+
+
+class RecordedFedAS(RoundRecorder, FedAS):
+    """FedAS (Fisher-weighted FedAvg; clients: parameter alignment) with per-round reply records."""
+
+
 def build_strategy(name: str, *, num_rounds: int, step: float, proximal_mu: float, fed: FederationConfig,
                    min_nodes: int, dp: DPSection | None = None) -> RoundRecorder:
     """The named strategy (see module docstring), recording its rounds. With ``[dp] level = "client"`` FedAvg and
@@ -160,6 +181,9 @@ def build_strategy(name: str, *, num_rounds: int, step: float, proximal_mu: floa
         return RecordedFedAvg(**common)
     if name == "fedprox":
         return RecordedFedProx(proximal_mu=proximal_mu, **common)
+    personalised = {"fedala": RecordedFedALA, "feddbe": RecordedFedDBE, "fedas": RecordedFedAS}
+    if name in personalised:
+        return personalised[name](**common)
     raise ValueError(f"strategy: expected one of {STRATEGIES}, got {name!r}")
 
 
@@ -255,9 +279,9 @@ def run_federation(grid: Grid, conf: Mapping[str, Any],
         if state["strategy"] != name:
             raise ValueError(f"{run_dir}: checkpoint is of strategy {state['strategy']!r}, not {name!r}")
         done, past_rounds = int(state["round"]), list(state["rounds"])
-        if isinstance(strategy, AFFR):
+        if hasattr(strategy, "load_state_dict"):
             strategy.load_state_dict(state["strategy_state"])
-        else:
+        if not isinstance(strategy, AFFR):  # AFFR numbers its rounds on itself (round_offset)
             strategy.cfg_offset = done
         strategy.rec_offset = done
         for r in past_rounds:
@@ -281,7 +305,7 @@ def run_federation(grid: Grid, conf: Mapping[str, Any],
         rounds.append({**summary, "clients": rows,
                        "identities": {str(k): v for k, v in strategy.identities.items()}})
         save_checkpoint(run_dir, t, global_arrays, strategy=name,
-                        strategy_state=strategy.state_dict() if isinstance(strategy, AFFR) else None,
+                        strategy_state=strategy.state_dict() if hasattr(strategy, "state_dict") else None,
                         rounds=rounds)
         _write_logs(run_dir, rounds)
         alpha = {r["client"]: round(r["alpha"], 4) for r in rows if "alpha" in r and math.isfinite(r["alpha"])}
@@ -310,18 +334,23 @@ def export_global_model(path: Path, arrays: ArrayRecord, cfg: Any, rounds: list[
 
     Its threshold is the mean of the clients' own validation thresholds from the last round's evaluation,
     weighted by their validation pairs (:func:`models.model_file.weighted_threshold`): the server holds no data.
+    Personalised methods export no threshold (their clients validated their own models, not this one).
     """
     net = cfg.model.new_encoder(cfg.run.seed)
     net.load_state_dict(arrays.to_torch_state_dict())
     rows = [r for r in (rounds[-1]["clients"] if rounds else []) if r.get("eval_status") == "ok"]
     threshold = weighted_threshold([r.get("threshold", float("nan")) for r in rows],
                                    [r.get("val-pairs", 0) for r in rows])
+    source = (f"mean of {len(rows)} clients' validation thresholds weighted by their validation pairs"
+              if threshold is not None else "no client reported one")
+    if method in PERSONALIZED:  # the clients' thresholds fit their personalised models, not this global one
+        threshold, source = None, (f"none: {method} clients chose thresholds for their own personalised models; "
+                                   "give --threshold, or use threshold-free metrics (EER)")
     spec = cfg.model.input_spec()
     data = model_bytes(net, encoder_name=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim, spec=spec,
                        encoder_kwargs=cfg.model.encoder_kwargs(), threshold=threshold, method=method,
                        metrics={"test": final["clients"]},
-                       threshold_source=f"mean of {len(rows)} clients' validation thresholds weighted by their "
-                                        "validation pairs" if threshold is not None else "no client reported one",
+                       threshold_source=source,
                        data={**cfg.data_summary(), "clients": [r["client"] for r in rows]},
                        provenance=provenance())
     return atomic_write_bytes(path, data)
