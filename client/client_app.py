@@ -12,6 +12,10 @@
    ``fpdfsn-mean-minutiae``; and one ConfigRecord ``client`` naming the
    node (``name``, ``domain``, ``client-id``) so the server's reports can say which institution did what.
 
+Personalised methods (the server's config names ``method`` = ``fedala`` / ``feddbe`` / ``fedas``) replace
+step 3 by their own local round (:mod:`client.personalized`), add their reply metrics (FedDBE ``dbe-mean``,
+FedAS ``fim-trace``) and evaluate the node's personalised model instead of the global one.
+
 ``evaluate``: verification metrics of the received global model on the node's test pairs, threshold chosen on
 its validation pairs (``accuracy``, ``eer``, ``roc-auc``, ``fmr100``, ``num-examples`` = test pairs).
 

@@ -36,6 +36,7 @@ from client.trainer import train_siamese
 from fedprint_config import PERSONALIZED, FederationConfig, TrainConfig
 
 _MODEL, _ALA_W, _ALA_FOR, _DBE_BIAS = "personal-model", "ala-weights", "ala-done-for", "dbe-bias"
+_ALA_INFO = "ala-info"
 
 
 def arrays_digest(net: nn.Module) -> float:
@@ -56,18 +57,25 @@ def _stored(state: RecordDict, key: str, like: nn.Module) -> nn.Module | None:
 
 def _ala(global_net: nn.Module, data: ClientData, state: RecordDict, fed: FederationConfig, tcfg: TrainConfig,
          seed: int) -> nn.Module:
-    """θ̂_i for this global model: reused when the evaluation of the same global model already made it."""
+    """θ̂_i for this global model: reused when the evaluation of the same global model already made it.
+
+    Records in ``state`` (``ala-info``) the mean learned weight and the passes of the last ALA, so a reply can
+    show whether ALA moved away from the global model at all (mean weight 1 = θ̂_i is the global model)."""
     digest = arrays_digest(global_net)
     local = _stored(state, _MODEL, global_net)
     if local is None:
+        state[_ALA_INFO] = MetricRecord({"ala-mean-weight": 1.0, "ala-passes": 0})
         return global_net
     if _ALA_FOR in state.metric_records and state.metric_records[_ALA_FOR]["digest"] == digest:
         return local
     weights = (state.array_records[_ALA_W].to_torch_state_dict() if _ALA_W in state.array_records else None)
     settings = ALASettings(layers=fed.ala_layers, eta=fed.ala_eta, percent=fed.ala_percent)
-    net, w, _ = adaptive_local_aggregation(global_net, local, data.images, data.train_pairs, weights,
+    net, w, info = adaptive_local_aggregation(global_net, local, data.images, data.train_pairs, weights,
                                            settings=settings, p=tcfg.p, k=tcfg.k, margin=tcfg.margin,
                                            balance=tcfg.balance, rng=np.random.default_rng(seed))
+    state[_ALA_INFO] = MetricRecord({
+        "ala-mean-weight": float(sum(t.sum() for t in w.values()) / sum(t.numel() for t in w.values())),
+        "ala-passes": int(info["passes"])})
     state[_ALA_W] = ArrayRecord({n: t.contiguous() for n, t in w.items()})
     state[_MODEL] = ArrayRecord(net.state_dict())
     state[_ALA_FOR] = MetricRecord({"digest": digest})
@@ -77,7 +85,11 @@ def _ala(global_net: nn.Module, data: ClientData, state: RecordDict, fed: Federa
 def personal_train(method: str, global_net: nn.Module, data: ClientData, state: RecordDict,
                    fed: FederationConfig, tcfg: TrainConfig, server_config: Mapping[str, Any]
                    ) -> tuple[nn.Module, list[dict], dict[str, Any]]:
-    """One local round of ``method``: returns (model to send, training history, extra reply metrics)."""
+    """One local round of ``method``: returns (model to send, training history, extra reply metrics).
+
+    Extra metrics: FedALA ``ala-mean-weight`` (mean of W_i over the adapted tensors; 1 = started from the global
+    model) and ``ala-passes``; FedDBE ``dbe-mean`` (this round's running representation mean); FedAS
+    ``fim-trace``."""
     extra: dict[str, Any] = {}
     if method == "fedala":
         net = _ala(global_net, data, state, fed, tcfg, tcfg.seed + 1)
@@ -85,6 +97,7 @@ def personal_train(method: str, global_net: nn.Module, data: ClientData, state: 
         state[_MODEL] = ArrayRecord(net.state_dict())
         if _ALA_FOR in state.metric_records:
             del state[_ALA_FOR]
+        extra.update({k: v for k, v in state.metric_records[_ALA_INFO].items()})
         return net, history, extra
     if method == "feddbe":
         mean = server_config.get("dbe-global-mean")

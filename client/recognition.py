@@ -54,15 +54,22 @@ def real_sample_rows(models: dict[str, Path]) -> list[dict]:
     if root is None:
         return []
     from data.datasets import load_dataset
+
+    return dataset_rows(models, load_dataset("fvc", root), root.name, "fvc", column="real data")
+
+
+def dataset_rows(models: dict[str, Path], records: Sequence[FingerprintRecord], data_name: str, protocol: str,
+                 *, column: str = "data") -> list[dict]:
+    """One row per model file: EER, FNMR at FMR 1 % (None below 100 impostor pairs) and ROC AUC on ``records``
+    under ``protocol`` — threshold-free metrics, so no threshold is fitted on the evaluated data."""
     from models.model_file import load_model
 
-    records = load_dataset("fvc", root)
     rows = []
     for name, path in models.items():
-        metrics, _, _ = evaluate(load_model(path), records, "fvc")
-        rows.append({"model": name, "real data": root.name, "images": metrics["images"],
+        metrics, _, _ = evaluate(load_model(path), records, protocol)
+        rows.append({"model": name, column: data_name, "images": metrics["images"],
                      "genuine": metrics["n_genuine"], "impostor": metrics["n_impostor"], "EER": metrics["eer"],
-                     "ROC AUC": metrics["roc_auc"]})
+                     "FNMR@FMR1%": metrics["fnmr_at_fmr_1%"], "ROC AUC": metrics["roc_auc"]})
     return rows
 
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 from data.datasets import load_dataset
 from data.partition import ClientPartition, partition_by_domain, partition_split
@@ -58,13 +61,38 @@ def load_records(sources: Sequence, *, progress: bool = True, workers: int | Non
     return records
 
 
+def unseen_records(records: Sequence[FingerprintRecord], partition) -> dict[str, list[FingerprintRecord]]:
+    """The records of each held-out domain (``[partition] unseen``), by domain tag.
+
+    Raises ValueError naming a held-out domain that no source yields, or when nothing would be left to train on.
+    """
+    unseen = tuple(getattr(partition, "unseen", ()))
+    domains = sorted({r.domain for r in records})
+    missing = [d for d in unseen if d not in domains]
+    if missing:
+        raise ValueError(f"partition.unseen: domain(s) {missing} are not among the sources' domains {domains}")
+    if unseen and set(domains) <= set(unseen):
+        raise ValueError(f"partition.unseen: holding out {list(unseen)} leaves no domain to train on")
+    return {d: [r for r in records if r.domain == d] for d in unseen}
+
+
 def make_partitions(records: Sequence[FingerprintRecord], partition, *, seed: int,
                     default_beta: float) -> list[ClientPartition]:
-    """Clients of an experiment (``[partition]`` section): one per domain, or one domain split IID / NIID."""
+    """Clients of an experiment (``[partition]`` section): one per domain, or one domain split IID / NIID.
+
+    Domains in ``partition.unseen`` go to no client; partition indices still refer to ``records``.
+    """
+    held_out = set(unseen_records(records, partition))
+    keep = np.array([i for i, r in enumerate(records) if r.domain not in held_out], dtype=np.int64)
+    seen = [records[i] for i in keep]
     betas = list(partition.betas) or None
     if partition.mode == "domain":
-        n = len({r.domain for r in records})
-        return partition_by_domain(records, betas=betas or [default_beta] * n)
-    return partition_split(records, partition.n_clients, mode=partition.mode, alpha=partition.alpha,
-                           seed=seed, betas=betas or [default_beta] * partition.n_clients,
-                           min_fingers=partition.min_fingers)
+        n = len({r.domain for r in seen})
+        parts = partition_by_domain(seen, betas=betas or [default_beta] * n)
+    else:
+        parts = partition_split(seen, partition.n_clients, mode=partition.mode, alpha=partition.alpha,
+                                seed=seed, betas=betas or [default_beta] * partition.n_clients,
+                                min_fingers=partition.min_fingers)
+    if not held_out:
+        return parts
+    return [replace(p, indices=keep[p.indices]) for p in parts]

@@ -106,7 +106,9 @@ class PartitionSection:
     domain split over ``n_clients`` (NIID: ``min_fingers`` each — default 6, what the open-set split needs: two
     fingers with two images for each of train, validation and test — plus Dirichlet(``alpha``) shares of the
     rest). ``betas``: FP-DFSN β per client
-    (empty: every client uses ``fpdfsn.beta``).
+    (empty: every client uses ``fpdfsn.beta``). ``unseen``: domain tags held out of training altogether
+    (no client holds them; every method's model is scored on them afterwards — the unseen-domain setting of
+    FedDG-GA).
     """
 
     mode: str = "domain"
@@ -114,6 +116,7 @@ class PartitionSection:
     alpha: float = 0.5
     min_fingers: int = 6
     betas: tuple[float, ...] = ()
+    unseen: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.mode not in ("domain", "iid", "niid"):

@@ -13,6 +13,11 @@ from pathlib import Path
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "experiments"
 
 
+def shipped_names() -> list[str]:
+    """Names of the shipped experiments (``--config NAME``), sorted."""
+    return sorted(p.stem for p in SHIPPED_DIR.glob("*.toml"))
+
+
 def resolve_experiment(name_or_path: str | Path, base_dir: str | Path | None = None) -> Path:
     """The experiment TOML meant by ``name_or_path``.
 

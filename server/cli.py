@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fedprint_config import METHODS
+from fedprint_config.shipped import shipped_names
 
 
 def _methods(text: str) -> list[str]:
@@ -18,13 +19,13 @@ def _methods(text: str) -> list[str]:
 def register(subparsers) -> None:
     """Add ``simulate`` to the ``fedprint`` dispatcher."""
     p = subparsers.add_parser(
-        "simulate", help="run local / centralized / FedAvg / FedProx / AFFR on one experiment",
+        "simulate", help="run local / centralized / FedAvg / FedProx / AFFR / FedALA / FedDBE / FedAS on one "
+                         "experiment",
         description="Run the listed methods on the same clients, splits and seeds (federated ones through the "
                     "Flower ServerApp/ClientApp in Flower's simulation runtime) and write one run directory with "
                     "config, per-round metrics, checkpoints, plots and report.md.")
     p.add_argument("--config", required=True,
-                   help="experiment TOML, or the name of a shipped one (demo, three_domains, "
-                        "ten_clients_beta_iid, ten_clients_beta_niid, step_ablation)")
+                   help=f"experiment TOML, or the name of a shipped one ({', '.join(shipped_names())})")
     p.add_argument("--methods", type=_methods, default=None,
                    help=f"comma-separated subset of {','.join(METHODS)} (default: the experiment's "
                         "[federation] methods)")

@@ -169,14 +169,36 @@ def privacy_section(privacy: Mapping[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def evaluated_model(method: str) -> str:
+    """Which model a method's per-client rows score (personalised methods: each client's own, as their papers)."""
+    from fedprint_config import PERSONALIZED
+
+    if method in PERSONALIZED:
+        return "personalised (each client's own)"
+    if method == "local":
+        return "each client's local model"
+    return "one shared model"
+
+
+def unseen_section(cfg, rows: list[dict]) -> str:
+    """Report section: every model on the held-out domains (threshold-free metrics; nothing fitted there)."""
+    if not cfg.partition.unseen:
+        return ""
+    return ("## Unseen domain(s): " + ", ".join(cfg.partition.unseen) + " (no client trained on them)\n\n"
+            + markdown_table(rows) + "\nAll pairs of the held-out domain's images; EER and FNMR@FMR1% need no "
+            "threshold, so nothing is fitted on the unseen data. Personalised methods are scored with their "
+            "GLOBAL model here (a new institution has no personal model).\n")
+
+
 def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str],
                  results: Mapping[str, list[dict]], failures: Mapping[str, list[dict]],
                  timings: Mapping[str, float], partitions: list[dict], real: list[dict] | None = None,
-                 privacy: Mapping[str, dict] | None = None) -> Path:
+                 privacy: Mapping[str, dict] | None = None, unseen: list[dict] | None = None) -> Path:
     """Write results.csv/json, the plots and report.md into ``run_dir``; returns the report path."""
     flat = [{"method": m, **r} for m, rows in results.items() for r in rows]
     write_csv(run_dir / "results.csv", flat)
-    write_json(run_dir / "results.json", {"results": results, "failures": failures, "timings_s": timings})
+    write_json(run_dir / "results.json", {"results": results, "failures": failures, "timings_s": timings,
+                                          "unseen": unseen or []})
     plots = [p for p in (plot_curves(run_dir, methods), plot_alpha(run_dir, methods),
                          plot_per_client(run_dir, results)) if p is not None]
 
@@ -190,6 +212,7 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
             "avg EER": float(np.mean([r["eer"] for r in rs])) if rs else float("nan"),
             "worst-client accuracy": float(min(r["accuracy"] for r in rs)) if rs else float("nan"),
             "clients evaluated": f"{len(rs)}/{len(clients)}",
+            "evaluated model": evaluated_model(m),
             "wall time (s)": round(timings.get(m, float("nan")), 1),
             "privacy": _privacy_cell((privacy or {}).get(m)),
         })
@@ -213,6 +236,7 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
         "## Methods (shape of Yan et al. 2025 Table 4)\n", markdown_table(summary),
         privacy_section(privacy or {}),
         noise_swings(run_dir, methods),
+        unseen_section(cfg, unseen or []),
         "## EER on real fingerprints (never used in training)\n",
         (markdown_table(real) + "\nFVC protocol (all genuine pairs, first-impression impostor pairs); each model "
          "with its own input pipeline.\n") if real else "No real samples available "

@@ -15,7 +15,8 @@ Run directory::
     config.json, experiment.toml, partitions.json
     <method>/          federated: checkpoint/, rounds.csv/json, clients.csv, final.json; local/centralized:
                        metrics.json
-    results.csv, results.json   per (method, client): accuracy, eer, roc-auc, fmr100
+    results.csv, results.json   per (method, client): accuracy, eer, roc-auc, fmr100; results.json also holds
+                                every model's EER on the held-out domains (``[partition] unseen``)
     curves.png, alpha.png, per_client_accuracy.png, report.md
 """
 
@@ -34,10 +35,11 @@ from tqdm.auto import tqdm
 from client.evaluation import evaluate_on_pairs
 from client.model_export import export_model
 from client.node_data import experiment_partitions, partition_data
-from client.recognition import real_sample_rows
+from client.recognition import dataset_rows, real_sample_rows
 from data.atomic_io import write_json, write_text
 from data.pairs import split_records
 from data.partition import summary as partition_summary
+from data.sources import unseen_records
 from fedprint_config import FEDERATED, METHODS, load_experiment, resolve_experiment
 from fedprint_config.app import refuse_dp_in_federated_runs, with_base_dir
 from fedprint_config.provenance import provenance
@@ -237,9 +239,11 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
         files = _model_files(run_dir / m)
         models.update({m if len(files) == 1 else f"{m} ({f.stem[len('model_'):]})": f for f in files})
     real = real_sample_rows(models)
+    unseen = [row for domain, recs in unseen_records(records, cfg.partition).items()
+              for row in dataset_rows(models, recs, domain, "all", column="unseen domain")]
     report = write_report(run_dir, cfg=cfg, fed=fed, rounds=rounds, methods=names_shown, results=results,
                           failures=failures, timings=timings, partitions=partition_summary(parts, records),
-                          real=real, privacy=privacy)
+                          real=real, privacy=privacy, unseen=unseen)
     print(f"fedprint simulate: report at {report}", flush=True)
     return run_dir
 

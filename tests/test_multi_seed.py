@@ -45,3 +45,19 @@ def test_paired_verdict_needs_the_interval_to_exclude_zero():
     assert paired[0]["metric"] == "avg EER" and paired[0]["verdict"] == "AFFR lower (better) beyond the noise"
     noisy = {0: _res([0.1], [0.12]), 1: _res([0.1], [0.08]), 2: _res([0.1], [0.11])}
     assert summarise(noisy)[1][0]["verdict"] == "no difference beyond the noise"
+
+
+def test_unseen_column_wall_time_and_every_method_against_fedavg():
+    per_seed = {s: {**_res([0.1 + s / 100], [0.12 + s / 100]), "fedala": [{"eer": 0.05, "fmr100": 0.1}]}
+                for s in range(3)}
+    unseen = {s: [{"model": "fedavg", "EER": 0.3 + s / 100}, {"model": "affr", "EER": 0.2 + s / 100},
+                  {"model": "fedala", "EER": 0.3}] for s in range(3)}
+    timings = {s: {"fedavg": 10.0, "affr": 12.0, "fedala": 20.0} for s in range(3)}
+    table, paired = summarise(per_seed, unseen=unseen, timings=timings)
+    row = {r["method"]: r for r in table}
+    assert row["affr"]["unseen-domain EER"].startswith("0.2100") and row["fedala"]["wall time (s)"] == 20.0
+    assert paired[0]["comparison"] == "affr − fedavg"
+    got = {(p["comparison"], p["metric"]): p["verdict"] for p in paired}
+    assert got[("affr − fedavg", "unseen-domain EER")] == "AFFR lower (better) beyond the noise"
+    assert got[("affr − fedavg", "avg EER")] == "AFFR higher (worse) beyond the noise"
+    assert got[("fedala − fedavg", "unseen-domain EER")] == "no difference beyond the noise"

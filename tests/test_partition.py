@@ -228,3 +228,23 @@ def test_check_indices():
         check_indices(recs, [0.5])
     with pytest.raises(ValueError, match="integer record indices"):
         check_indices(recs, [[0, 1]])
+
+
+def test_unseen_domains_go_to_no_client_and_indices_stay_global():
+    from types import SimpleNamespace
+
+    from data.sources import make_partitions, unseen_records
+    from data.stripes import stripe_records
+
+    records = (stripe_records(4, 3, size=24, domain="a") + stripe_records(4, 3, size=24, domain="b", seed=1)
+               + stripe_records(4, 3, size=24, domain="c", seed=2))
+    part = SimpleNamespace(mode="domain", betas=(), unseen=("b",), n_clients=2, alpha=0.5, min_fingers=2)
+    parts = make_partitions(records, part, seed=0, default_beta=0.5)
+    assert [p.domain for p in parts] == ["a", "c"]
+    assert {records[i].domain for i in parts[1].indices} == {"c"} and len(parts[1]) == 12
+    held = unseen_records(records, part)
+    assert list(held) == ["b"] and len(held["b"]) == 12
+    with pytest.raises(ValueError, match=r"partition.unseen: domain\(s\) \['x'\]"):
+        make_partitions(records, SimpleNamespace(**{**vars(part), "unseen": ("x",)}), seed=0, default_beta=0.5)
+    with pytest.raises(ValueError, match="leaves no domain to train on"):
+        unseen_records(records, SimpleNamespace(unseen=("a", "b", "c")))

@@ -142,6 +142,8 @@ def test_node_handlers_keep_the_personal_part_on_the_node(tmp_path, method):
         assert "personal-model" in ctx.state.array_records
         r2 = train_handler(train_message(r1.content["arrays"], 2, method=method), ctx, defaults=defaults)
         assert "ala-weights" in ctx.state.array_records
+        m2 = r2.content["metrics"]
+        assert 0.0 <= m2["ala-mean-weight"] <= 1.0 and m1["ala-passes"] == 0  # round 1: nothing to aggregate
     ev = evaluate_handler(train_message(r2.content["arrays"], 2, method=method), ctx, defaults=defaults)
     em = ev.content["metrics"]
     assert 0 <= em["eer"] <= 1 and em["num-examples"] > 0
