@@ -57,7 +57,7 @@ from client.publish_handler import ACTION as PUBLISH_ACTION
 from client.publish_handler import publish_handler
 from client.trainer import train_siamese
 from fedprint_config import PERSONALIZED
-from fedprint_config.app import CLIENT_DEFAULTS, experiment, settings
+from fedprint_config.app import client_settings, experiment
 
 #: Key of the persistent state record holding the previous local model's validation accuracy.
 STATE_KEY = "affr-local"
@@ -82,8 +82,8 @@ def train_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any]
                   gap_offset: Mapping[int, float] | None = None) -> Message:
     """The ``@app.train`` handler (see module docstring). ``gap_offset`` (client id -> value) is a test
     hook that adds a fixed amount to a client's reported gap after the first round."""
-    conf = settings(CLIENT_DEFAULTS, context.run_config, defaults)
-    torch.set_num_threads(int(conf["client-threads"]))
+    conf = client_settings(context.run_config, defaults)
+    torch.set_num_threads(conf.client_threads)
     cfg, fed, key, base_dir = experiment(conf)
     data, client_id = node_client_data(cfg, context.node_config, experiment_key=key, base_dir=base_dir)
     server_round = int(msg.content["config"].get("server-round", 1))
@@ -139,8 +139,8 @@ def train_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any]
 
 def evaluate_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any] | None = None) -> Message:
     """The ``@app.evaluate`` handler: metrics of the received model on this node's test pairs."""
-    conf = settings(CLIENT_DEFAULTS, context.run_config, defaults)
-    torch.set_num_threads(int(conf["client-threads"]))
+    conf = client_settings(context.run_config, defaults)
+    torch.set_num_threads(conf.client_threads)
     cfg, fed, key, base_dir = experiment(conf)
     data, client_id = node_client_data(cfg, context.node_config, experiment_key=key, base_dir=base_dir)
     net = cfg.model.new_encoder(cfg.run.seed)

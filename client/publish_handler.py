@@ -35,7 +35,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Error, Message, RecordDict
 
 from client.node_data import node_client_data
-from fedprint_config.app import CLIENT_DEFAULTS, experiment, resolve, settings
+from fedprint_config.app import client_settings, experiment, resolve
 from privacy.ledger import Ledger
 from privacy.publish.release import release
 
@@ -90,7 +90,7 @@ def publish_handler(msg: Message, context: Context, *, defaults: Mapping[str, An
     """The ``@app.query("publish")`` handler (see the module docstring)."""
     try:
         req = _request(msg.content["config"])
-        conf = settings(CLIENT_DEFAULTS, context.run_config, defaults)
+        conf = client_settings(context.run_config, defaults)
         cfg, _, key, base_dir = experiment(conf)
         ledger = node_ledger(context.node_config, base_dir or Path.cwd())
         data, _ = node_client_data(cfg, context.node_config, experiment_key=key, base_dir=base_dir)

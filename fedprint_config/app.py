@@ -7,7 +7,7 @@ import each other. Each app converts its flat Flower run config here, once, at i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,23 +15,100 @@ from fedprint_config.experiment import ExperimentConfig, load_experiment
 from fedprint_config.federation import FederationConfig
 from fedprint_config.shipped import resolve_experiment
 
-#: Run-config keys the ClientApp reads, with their defaults.
-CLIENT_DEFAULTS: dict[str, Any] = {"experiment": "demo", "base-dir": "", "client-threads": 1}
+#: Run-config value meaning "not set here: take it from the experiment's ``[federation]``" (TOML has no null,
+#: and Flower only accepts ``--run-config`` overrides of keys that ``pyproject.toml`` declares).
+FROM_EXPERIMENT = "experiment"
 
-#: Run-config keys of the ServerApp. Values <= 0 / "" mean "take it from the experiment's [federation]".
-SERVER_DEFAULTS: dict[str, Any] = {
-    "experiment": "demo",  # path, or name of a shipped experiment (experiments/<name>.toml)
-    "strategy": "affr",  # affr | fedavg | fedprox
-    "num-server-rounds": 0,  # 0: federation.rounds
-    "run-dir": "",  # "": <run.out>/<run.name>-<strategy>-<timestamp>
-    "base-dir": "",  # relative paths of the experiment resolve against it ("" = working directory)
-    "step": -1.0,  # AFFR step d (< 0: federation.step)
-    "proximal-mu": -1.0,  # FedProx μ (< 0: federation.proximal_mu)
-    "timeout": 0.0,  # seconds per round (0: federation.timeout)
-    "min-nodes": 2,  # nodes that must be connected before a round starts
-    "resume": True,
-    "stop-after-round": 0,  # > 0: end this invocation after that round (resume later); 0: run to the end
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """What the ClientApp reads from the Flower run config (keys ``experiment``, ``base-dir``, ``client-threads``)."""
+
+    experiment: str = "demo"
+    base_dir: str | None = None
+    client_threads: int = 1
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """What the ServerApp reads from the Flower run config; ``None`` = take it from the experiment.
+
+    Attributes (run-config key in brackets)
+    ----------------------------------------
+    experiment [experiment] : path, or name of a shipped experiment (``experiments/<name>.toml``)
+    strategy [strategy] : one of ``server.server_app.STRATEGIES``
+    rounds [num-server-rounds] : server rounds T (None: ``federation.rounds``)
+    run_dir [run-dir] : run directory (None: ``<run.out>/<run.name>-<strategy>-<timestamp>``)
+    base_dir [base-dir] : relative paths of the experiment resolve against it (None: working directory)
+    step [step] : AFFR step d (None: ``federation.step``)
+    proximal_mu [proximal-mu] : FedProx μ (None: ``federation.proximal_mu``)
+    timeout [timeout] : seconds per round (None: ``federation.timeout``)
+    min_nodes [min-nodes] : nodes that must be connected before a round starts (default 2)
+    resume [resume] : continue from the run directory's checkpoint when there is one (default True)
+    stop_after_round [stop-after-round] : end this invocation after that round, resume later (None: run to T)
+    """
+
+    experiment: str = "demo"
+    strategy: str = "affr"
+    rounds: int | None = None
+    run_dir: str | None = None
+    base_dir: str | None = None
+    step: float | None = None
+    proximal_mu: float | None = None
+    timeout: float | None = None
+    min_nodes: int = 2
+    resume: bool = True
+    stop_after_round: int | None = None
+
+
+#: Run-config key -> (settings class, field, type, check, what is expected). The one validator of both apps.
+_KEYS: dict[str, tuple[type, str, type, Any, str]] = {
+    "experiment": (ServerSettings, "experiment", str, bool, "a path or a shipped experiment name"),
+    "strategy": (ServerSettings, "strategy", str, bool, "a strategy name"),
+    "num-server-rounds": (ServerSettings, "rounds", int, lambda v: v >= 1, "an integer >= 1"),
+    "run-dir": (ServerSettings, "run_dir", str, bool, "a folder path"),
+    "base-dir": (ServerSettings, "base_dir", str, bool, "a folder path"),
+    "step": (ServerSettings, "step", float, lambda v: 0 <= v < float("inf"), "a finite number >= 0"),
+    "proximal-mu": (ServerSettings, "proximal_mu", float, lambda v: 0 <= v < float("inf"), "a finite number >= 0"),
+    "timeout": (ServerSettings, "timeout", float, lambda v: 0 < v < float("inf"), "finite seconds > 0"),
+    "min-nodes": (ServerSettings, "min_nodes", int, lambda v: v >= 1, "an integer >= 1"),
+    "resume": (ServerSettings, "resume", bool, lambda v: True, "true or false"),
+    "stop-after-round": (ServerSettings, "stop_after_round", int, lambda v: v >= 1, "an integer >= 1"),
+    "client-threads": (ClientSettings, "client_threads", int, lambda v: v >= 1, "an integer >= 1"),
 }
+_CLIENT_KEYS = ("experiment", "base-dir", "client-threads")
+
+
+def _convert(key: str, value: Any) -> Any:
+    _, _, kind, ok, expected = _KEYS[key]
+    if kind is str and key.endswith("-dir") and value == "":
+        return None  # a path key left empty: its default (see ServerSettings)
+    if kind is not str and isinstance(value, str) and value.strip() == FROM_EXPERIMENT:
+        return None
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)) or not ok(value):
+        unset = f', or "{FROM_EXPERIMENT}" to take it from the experiment' if kind in (int, float) else ""
+        raise ValueError(f"run config {key!r}: expected {expected}{unset}; got {value!r}")
+    return value
+
+
+def _settings(cls: type, keys: Any, run_config: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> Any:
+    merged = {**dict(run_config), **dict(overrides or {})}
+    unknown = sorted(set(merged) - set(_KEYS))
+    if unknown:
+        raise ValueError(f"run config: unknown key(s) {unknown}; known: {sorted(_KEYS)}")
+    return cls(**{_KEYS[k][1]: _convert(k, v) for k, v in merged.items() if k in keys})
+
+
+def server_settings(run_config: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> ServerSettings:
+    """The ServerApp's settings: Flower run config < ``overrides`` (run-config keys), validated once."""
+    return _settings(ServerSettings, [k for k, v in _KEYS.items() if v[0] is ServerSettings], run_config, overrides)
+
+
+def client_settings(run_config: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> ClientSettings:
+    """The ClientApp's settings: Flower run config < ``overrides`` (run-config keys), validated once."""
+    return _settings(ClientSettings, _CLIENT_KEYS, run_config, overrides)
 
 
 def resolve(path: str | Path, base_dir: str | Path | None) -> Path:
@@ -51,16 +128,11 @@ def with_base_dir(cfg: ExperimentConfig, base_dir: str | Path | None) -> Experim
                    run=replace(cfg.run, out=str(resolve(cfg.run.out, base_dir))))
 
 
-def settings(builtin: Mapping[str, Any], run_config: Mapping[str, Any],
-             defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Effective app settings: ``builtin`` defaults < Flower run config < explicit ``defaults``."""
-    return {**dict(builtin), **dict(run_config), **dict(defaults or {})}
-
-
-def experiment(conf: Mapping[str, Any]) -> tuple[ExperimentConfig, FederationConfig, str, str | None]:
-    """Load the experiment named in ``conf``: config, federation section, cache key, base dir."""
-    base_dir = str(conf.get("base-dir") or "") or None
-    path = resolve_experiment(str(conf["experiment"]), base_dir)
+def experiment(app: ServerSettings | ClientSettings
+               ) -> tuple[ExperimentConfig, FederationConfig, str, str | None]:
+    """Load the experiment an app's settings name: config, federation section, cache key, base dir."""
+    base_dir = app.base_dir or None
+    path = resolve_experiment(app.experiment, base_dir)
     cfg, fed = load_experiment(path)
     refuse_dp_in_federated_runs(cfg, str(path))
     return with_base_dir(cfg, base_dir or Path.cwd()), fed, f"{path}@{path.stat().st_mtime_ns}", base_dir

@@ -17,7 +17,7 @@ writes atomically into its run directory:
 
 A run directory that already holds a checkpoint is resumed (run config ``resume = true``, the default): the
 global model and the AFFR state are restored and only the remaining rounds run (numbered on from the
-checkpoint). Run config keys (flat, all optional): see :data:`fedprint_config.app.SERVER_DEFAULTS`.
+checkpoint). Run config keys (flat, all optional): see :class:`fedprint_config.app.ServerSettings`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict
 from logging import INFO, WARNING
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from flwr.serverapp.strategy import FedAvg, FedProx
 
 from data.atomic_io import atomic_write_bytes, write_csv, write_json
 from fedprint_config import PERSONALIZED, FederationConfig
-from fedprint_config.app import SERVER_DEFAULTS, experiment, settings
+from fedprint_config.app import ServerSettings, experiment, server_settings
 from fedprint_config.experiment import DPSection
 from fedprint_config.provenance import provenance
 from models.model_file import model_bytes, weighted_threshold
@@ -239,8 +240,8 @@ def make_server_app(defaults: Mapping[str, Any] | None = None,
     Parameters
     ----------
     defaults : mapping, optional
-        Run-config style settings (keys of :data:`fedprint_config.app.SERVER_DEFAULTS`) taking precedence over
-        the run config.
+        Run-config keys (see :class:`fedprint_config.app.ServerSettings`) taking precedence over the Flower
+        run config; both are converted and validated once, into a ``ServerSettings``, when the app starts.
     on_round : callable, optional
         Called after each round's checkpoint with the round summary and the per-node rows (progress display).
     """
@@ -249,31 +250,31 @@ def make_server_app(defaults: Mapping[str, Any] | None = None,
 
     @sapp.main()
     def main(grid: Grid, context: Context) -> None:
-        run_federation(grid, settings(SERVER_DEFAULTS, context.run_config, defaults), on_round=on_round)
+        run_federation(grid, server_settings(context.run_config, defaults), on_round=on_round)
 
     return sapp
 
 
-def run_federation(grid: Grid, conf: Mapping[str, Any],
+def run_federation(grid: Grid, conf: ServerSettings,
                    on_round: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None) -> Path:
     """Body of the ServerApp: run (or resume) the configured strategy; returns the run directory."""
     cfg, fed, _, _ = experiment(conf)
-    name = str(conf["strategy"])
+    name = conf.strategy
     if name not in STRATEGIES:
         raise ValueError(f"strategy: expected one of {STRATEGIES}, got {name!r}")
-    total = int(conf["num-server-rounds"]) or fed.rounds
-    step = float(conf["step"]) if float(conf["step"]) >= 0 else fed.step
-    mu = float(conf["proximal-mu"]) if float(conf["proximal-mu"]) >= 0 else fed.proximal_mu
-    timeout = float(conf["timeout"]) or fed.timeout
-    run_dir = Path(str(conf["run-dir"])) if conf["run-dir"] else new_run_dir(cfg.run.out, f"{cfg.run.name}-{name}")
+    total = conf.rounds or fed.rounds
+    step = fed.step if conf.step is None else conf.step
+    mu = fed.proximal_mu if conf.proximal_mu is None else conf.proximal_mu
+    timeout = conf.timeout or fed.timeout
+    run_dir = Path(conf.run_dir) if conf.run_dir else new_run_dir(cfg.run.out, f"{cfg.run.name}-{name}")
     run_dir.mkdir(parents=True, exist_ok=True)
     if not (run_dir / "provenance.json").exists():  # a given run-dir (deployment) gets one too
         write_json(run_dir / "provenance.json", provenance())
     strategy = build_strategy(name, num_rounds=total, step=step, proximal_mu=mu, fed=fed,
-                              min_nodes=int(conf["min-nodes"]), dp=cfg.dp)
+                              min_nodes=conf.min_nodes, dp=cfg.dp)
 
     done, past_rounds = 0, []
-    ckpt = load_checkpoint(run_dir) if conf["resume"] else None
+    ckpt = load_checkpoint(run_dir) if conf.resume else None
     if ckpt is not None:
         state, arrays = ckpt
         if state["strategy"] != name:
@@ -290,7 +291,7 @@ def run_federation(grid: Grid, conf: Mapping[str, Any],
     else:
         arrays = ArrayRecord(cfg.model.new_encoder(cfg.run.seed).state_dict())
     write_json(run_dir / "server_config.json", {"strategy": name, "rounds": total, "step": step,
-                                                "proximal_mu": mu, "timeout": timeout, "conf": dict(conf)})
+                                                "proximal_mu": mu, "timeout": timeout, "conf": asdict(conf)})
 
     rounds = list(past_rounds)
 
@@ -316,7 +317,7 @@ def run_federation(grid: Grid, conf: Mapping[str, Any],
             on_round({**summary, "method": name, "total": total}, rows)
         return None
 
-    stop = int(conf["stop-after-round"]) or total
+    stop = conf.stop_after_round or total
     remaining = min(total, stop) - done
     if remaining > 0:
         strategy.start(grid=grid, initial_arrays=arrays, num_rounds=remaining, timeout=timeout,

@@ -89,11 +89,11 @@ def run_federated(experiment: str | Path, strategy: str, run_dir: str | Path, *,
     os.environ.setdefault("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
     base = str(Path(base_dir or Path.cwd()).resolve())
     run_dir = Path(run_dir).resolve()
-    server_conf = {"experiment": str(experiment), "strategy": strategy, "run-dir": str(run_dir),
-                   "base-dir": base, "num-server-rounds": int(rounds or 0), "min-nodes": min(2, num_clients),
-                   "stop-after-round": int(stop_after)}
-    if step is not None:
-        server_conf["step"] = float(step)
+    server_conf: dict[str, Any] = {"experiment": str(experiment), "strategy": strategy, "run-dir": str(run_dir),
+                                   "base-dir": base, "min-nodes": min(2, num_clients)}
+    for key, value in (("num-server-rounds", rounds), ("stop-after-round", stop_after or None), ("step", step)):
+        if value is not None:
+            server_conf[key] = value
     bar = tqdm(total=int(rounds or 0) or None, desc=strategy, unit="round", disable=not progress)
 
     def show(summary: dict, rows: list) -> None:

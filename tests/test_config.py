@@ -65,12 +65,12 @@ def test_federation_is_validated_by_the_same_reader(tmp_path):
 
 def test_federated_runs_refuse_dp_instead_of_ignoring_it(tmp_path):
     import fedprint_cli
-    from fedprint_config.app import experiment
+    from fedprint_config.app import client_settings, experiment
 
     exp = tmp_path / "dp.toml"
     exp.write_text("[dp]\nenabled = true\n[federation]\nrounds = 1\n")
     with pytest.raises(ValueError, match="DP-SGD is not implemented for federated runs"):
-        experiment({"experiment": str(exp), "base-dir": ""})
+        experiment(client_settings({"experiment": str(exp), "base-dir": ""}))
     assert fedprint_cli.main(["simulate", "--config", str(exp), "--out", str(tmp_path / "runs")]) == 2
     assert not (tmp_path / "runs").exists()  # refused before any run directory is made
 
@@ -89,7 +89,7 @@ def test_values_that_break_a_later_step_are_rejected_when_read(table, key):
 
 
 def test_dp_level_is_honoured_where_it_applies_and_refused_elsewhere(tmp_path):
-    from fedprint_config.app import experiment
+    from fedprint_config.app import client_settings, experiment
     from server.train_run import run_training
 
     with pytest.raises(ValueError, match="dp.level"):
@@ -102,4 +102,30 @@ def test_dp_level_is_honoured_where_it_applies_and_refused_elsewhere(tmp_path):
     assert not (tmp_path / "never").exists()
     exp = tmp_path / "dp.toml"
     exp.write_text('[dp]\nenabled = true\nlevel = "client"\n[federation]\nrounds = 1\n')
-    assert experiment({"experiment": str(exp), "base-dir": ""})[0].dp.level == "client"  # federated: accepted
+    assert experiment(client_settings({"experiment": str(exp)}))[0].dp.level == "client"  # federated: accepted
+
+
+def test_app_settings_one_validator_none_for_unset():
+    """Both apps read the flat Flower run config through one validator; unset values are None, not sentinels."""
+    import tomllib
+    from pathlib import Path
+
+    from fedprint_config.app import FROM_EXPERIMENT, client_settings, server_settings
+
+    shipped = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    run_config = shipped["tool"]["flwr"]["app"]["config"]  # what `flwr run .` hands both apps
+    srv = server_settings(run_config)
+    assert (srv.rounds, srv.step, srv.proximal_mu, srv.timeout, srv.stop_after_round, srv.run_dir) == (None,) * 6
+    assert srv.strategy == "affr" and srv.min_nodes == 2 and srv.resume is True
+    assert client_settings(run_config).client_threads == 1
+    got = server_settings(run_config, {"num-server-rounds": 4, "step": 1, "run-dir": "/tmp/x"})
+    assert (got.rounds, got.step, got.run_dir) == (4, 1.0, "/tmp/x") and isinstance(got.step, float)
+    for key, bad, expect in [("num-server-rounds", 0, "an integer >= 1"), ("step", -1.0, "a finite number >= 0"),
+                             ("timeout", "soon", "finite seconds > 0"), ("resume", "yes", "true or false"),
+                             ("min-nodes", True, "an integer >= 1")]:
+        with pytest.raises(ValueError, match=f"run config '{key}': expected {expect}"):
+            server_settings(run_config, {key: bad})
+    with pytest.raises(ValueError, match=f'or "{FROM_EXPERIMENT}" to take it from the experiment'):
+        server_settings({"step": -1.0})
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['stepp'\]"):
+        client_settings({"stepp": 0.5})
