@@ -67,7 +67,8 @@ def bench(size: str, repeats: int = 20, seed: int = 0) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", nargs="+", default=list(SIZES), help="W x H, e.g. 328x356")
+    ap.add_argument("--sizes", type=lambda t: [v for v in t.split(",") if v.strip()], default=list(SIZES),
+                    help="comma-separated W x H sizes, e.g. 328x356,300x300")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)

@@ -90,10 +90,14 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fingers", type=int, default=6, help="fingers per profile for the per-profile phases")
     ap.add_argument("--impressions", type=int, default=8)
-    ap.add_argument("--profiles", nargs="+", default=None, choices=profile_names())
+    ap.add_argument("--profiles", type=lambda t: [v for v in t.split(",") if v.strip()], default=None,
+                    help=f"comma-separated subset of {','.join(profile_names())} (default: all)")
     ap.add_argument("--e2e-fingers", type=int, default=12, help="fingers of the end-to-end casia run (0: skip)")
     a = ap.parse_args()
     n_cores = os.cpu_count() or 1
+    unknown = sorted(set(a.profiles or []) - set(profile_names()))
+    if unknown:
+        ap.error(f"--profiles: unknown profile(s) {unknown}; expected some of {profile_names()}")
     per_profile(a.profiles or profile_names(), a.fingers, a.impressions, n_cores)
     if a.e2e_fingers:
         end_to_end(a.e2e_fingers, a.impressions, n_cores)

@@ -50,8 +50,8 @@ def main() -> None:
     rows, base_round = [], {}
     for eps in [math.inf, *(float(e) for e in args.epsilons.split(","))]:
         t0 = time.perf_counter()
-        run = simulate(_experiment(args.out, eps, args.rounds), methods=["fedavg", "affr"], out=args.out,
-                       progress=False)
+        run = simulate(_experiment(args.out, eps, args.rounds), methods=["fedavg", "affr"],
+                       out=args.out / f"eps-{eps:g}", progress=False)
         for method in ("fedavg", "affr"):
             final = json.loads((run / method / "final.json").read_text())
             rounds = json.loads((run / method / "rounds.json").read_text())

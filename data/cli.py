@@ -77,7 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=_synth)
 
     g = dsub.add_parser("gallery", help="PNG of masters and impressions per profile")
-    g.add_argument("--out", required=True, help="PNG path")
+    g.add_argument("-o", "--output", dest="out", required=True, help="the PNG file to write")
     g.add_argument("--profiles", type=_names, default=None,
                    help=f"comma-separated subset of {','.join(profile_names())} (default: all)")
     g.add_argument("--fingers", type=int, default=2, help="fingers per profile")

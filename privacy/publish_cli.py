@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mechanism", required=True, help=f"one of: {', '.join(registry.known())}")
     p.add_argument("--variant", default="sound", choices=("sound", "paper"))
     p.add_argument("--epsilon", type=positive_float, required=True, help="privacy budget of this release (> 0)")
-    p.add_argument("-o", "--out", type=Path, required=True,
+    p.add_argument("-o", "--output", dest="out", type=Path, required=True,
                    help="output: .png for image mechanisms, .json or .csv for point sets")
     p.add_argument("--ledger", type=Path, help="privacy ledger JSON (created with --budget if absent)")
     p.add_argument("--protect", choices=("minutia", "finger"),
@@ -74,7 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a FedPrint model file, e.g. model_centralized.pt of a `fedprint train` run (Siamese EER)")
     e.add_argument("--classical", action="store_true", help="also run the classical afis matcher (slow)")
     e.add_argument("--seed", type=int, default=0, help="seed of the synthetic data and the mechanisms' noise")
-    e.add_argument("--out", type=Path, required=True, help="output directory")
+    e.add_argument("--out", type=Path, required=True, help="the folder the results are written into")
     e.set_defaults(func=run_eval)
 
 

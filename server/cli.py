@@ -30,7 +30,8 @@ def register(subparsers) -> None:
                    help=f"comma-separated subset of {','.join(METHODS)} (default: the experiment's "
                         "[federation] methods)")
     p.add_argument("--rounds", type=int, default=None, help="server rounds T (default: [federation] rounds)")
-    p.add_argument("--out", default=None, help="parent folder of the run directory (default: [run] out)")
+    p.add_argument("--out", default=None, help="the run directory (new or empty folder; default: "
+                                               "<[run] out>/<[run] name>-<UTC time>)")
     p.add_argument("--seeds", default=None,
                    help="run the experiment under several seeds (a count >= 2, or a comma-separated list) and "
                         "report mean ± 95%% CI per method and AFFR − FedAvg paired by seed")
@@ -80,6 +81,7 @@ def register_demo(subparsers) -> None:
         description="Generate three synthetic institutions (SOCOFing-, CASIA-, NIST-SD10-like), run local, "
                     "centralized, FedAvg, FedProx and AFFR with FP-DFSN through Flower's simulation runtime, and "
                     "write a run directory with report.md, plots, checkpoints and a gallery of the data.")
-    p.add_argument("--out", default=None, help="parent folder of the run directory (default: runs)")
+    p.add_argument("--out", default=None, help="the run directory (new or empty folder; default: "
+                                               "runs/demo-<UTC time>)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_demo)

@@ -19,7 +19,7 @@ from client.experiment_data import build_clients  # noqa: E402
 from data.atomic_io import write_csv, write_json, write_text  # noqa: E402
 from fedprint_config import ExperimentConfig  # noqa: E402
 from server.baselines import evaluate_clients, train_centralized  # noqa: E402
-from server.rundir import markdown_table, new_run_dir, report_provenance  # noqa: E402
+from server.rundir import make_out_dir, markdown_table, report_provenance  # noqa: E402
 
 
 def _point(cfg: ExperimentConfig, beta: float, sigma2: float | None, progress: bool) -> dict:
@@ -38,7 +38,7 @@ def _point(cfg: ExperimentConfig, beta: float, sigma2: float | None, progress: b
 
 
 def run_sweep(cfg: ExperimentConfig, *, betas: list[float], sigma2s: list[float], sigma2_beta: float = 0.5,
-              progress: bool = True) -> Path:
+              progress: bool = True, out: str | Path | None = None) -> Path:
     """β sweep (σ² at its default) and σ² sweep (at β = ``sigma2_beta``); writes sweep.csv, sweep.png, report.md."""
     if not betas and not sigma2s:
         raise ValueError("sweep: give at least one β or σ² value")
@@ -47,7 +47,7 @@ def run_sweep(cfg: ExperimentConfig, *, betas: list[float], sigma2s: list[float]
             raise ValueError(f"sweep: β must lie in [0, 1), got {b}")
     if any(v < 0 for v in sigma2s):
         raise ValueError(f"sweep: σ² must be >= 0, got {sigma2s}")
-    run_dir = new_run_dir(cfg.run.out, f"{cfg.run.name}-fpdfsn-sweep")
+    run_dir = make_out_dir(out, cfg.run.out, f"{cfg.run.name}-fpdfsn-sweep")
     write_json(run_dir / "config.json", {**cfg.to_dict(), "betas": betas, "sigma2s": sigma2s,
                                          "sigma2_beta": sigma2_beta})
     beta_rows = [{"sweep": "beta", **_point(cfg, b, None, progress)} for b in betas]

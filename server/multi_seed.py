@@ -1,13 +1,13 @@
 """``fedprint simulate --seeds``: the same experiment under several seeds, with uncertainty.
 
-Each seed is one complete ``fedprint simulate`` run (its own folder ``seed-<s>/``: partitions, splits, FP-DFSN
-noise, impostor sampling and training order all follow ``run.seed``; every method of one seed sees the same
-clients and splits). The summary gives, per method, the mean over seeds of the average and worst-client test EER
-and of the average FNMR at FMR = 1 % (and the held-out-domain EER when ``[partition] unseen`` is set), each with
-a 95 % confidence interval (Student t over seeds — the seed-to-seed spread, which includes the split and the
-training noise), and the paired difference method − FedAvg per seed with its own interval (AFFR first): a
-method beats FedAvg beyond the noise only if that interval excludes 0. ``curves_seeds.png``: EER per round,
-mean ± band over seeds.
+Each seed is one complete ``fedprint simulate`` run (its own folder ``seed-<s>/`` in the summary folder: partitions,
+splits, FP-DFSN noise, impostor sampling and training order all follow ``run.seed``; every method of one seed sees
+the same clients and splits). The summary gives, per method, the mean over seeds of the average and worst-client
+test EER and of the average FNMR at FMR = 1 % (and the held-out-domain EER when ``[partition] unseen`` is set), each
+with a 95 % confidence interval (Student t over seeds — the seed-to-seed spread, which includes the split and the
+training noise), and the paired difference method − FedAvg per seed with its own interval (AFFR first): a method
+beats FedAvg beyond the noise only if that interval excludes 0. ``curves_seeds.png``: EER per round, mean ± band
+over seeds.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from scipy import stats
 
 from data.atomic_io import write_json, write_text
 from fedprint_config import load_experiment, resolve_experiment
-from server.rundir import check_run_parent, markdown_table, new_run_dir, report_provenance
+from server.rundir import check_run_parent, make_out_dir, markdown_table, report_provenance
 
 METRICS = (("avg EER", "eer", np.mean), ("worst-client EER", "eer", np.max), ("avg FNMR@FMR1%", "fmr100", np.mean))
 
@@ -164,8 +164,9 @@ def simulate_seeds(config: str | Path, seeds: Sequence[int], *, methods: Sequenc
 
     path = resolve_experiment(config)
     cfg, _ = load_experiment(path)
-    parent = check_run_parent(out or cfg.run.out, "--out" if out else f"{path.name}: [run] out")
-    root = new_run_dir(parent, f"{cfg.run.name}-seeds").resolve()
+    if out is None:
+        check_run_parent(cfg.run.out, f"{path.name}: [run] out")
+    root = make_out_dir(out, cfg.run.out, f"{cfg.run.name}-seeds").resolve()
     text = path.read_text()
     per_seed: dict[int, dict[str, list[dict]]] = {}
     unseen: dict[int, list[dict]] = {}
@@ -174,7 +175,7 @@ def simulate_seeds(config: str | Path, seeds: Sequence[int], *, methods: Sequenc
     for s in seeds:
         exp = root / f"{path.stem}_seed{s}.toml"
         write_text(exp, with_seed(text, s))
-        run = simulate(exp, methods=methods, rounds=rounds, out=root, progress=progress)
+        run = simulate(exp, methods=methods, rounds=rounds, out=root / f"seed-{s}", progress=progress)
         runs[s] = run.name
         res = json.loads((run / "results.json").read_text())
         per_seed[s], unseen[s], timings[s] = res["results"], res.get("unseen", []), res["timings_s"]

@@ -36,6 +36,31 @@ def check_run_parent(parent: str | Path, option: str = "--out") -> Path:
     return p
 
 
+def check_out_dir(out: str | Path, option: str = "--out") -> Path:
+    """Refuse, before any work, an output folder a run cannot write into.
+
+    ``--out`` has one meaning in every FedPrint command: the folder the command writes its results into. It
+    may not exist yet (it is created); if it exists it must be an EMPTY folder, so a run never mixes its files
+    with another's (``fedprint audit`` alone also accepts its own interrupted audit, to resume it).
+    """
+    p = Path(out)
+    if p.exists() and (not p.is_dir() or any(p.iterdir())):
+        raise ValueError(f"{option} {p}: {'is not a folder' if not p.is_dir() else 'is not empty'}; give a new "
+                         "or empty folder (the command writes its results into exactly that folder)")
+    return check_run_parent(p, option)
+
+
+def make_out_dir(out: str | Path | None, parent: str | Path, name: str, option: str = "--out") -> Path:
+    """The folder a run writes into: ``out`` itself when given (see :func:`check_out_dir`), else a new
+    ``<parent>/<name>-<UTC timestamp>`` (:func:`new_run_dir`). Both start with ``provenance.json``."""
+    if out is None:
+        return new_run_dir(parent, name)
+    path = check_out_dir(out, option)
+    path.mkdir(parents=True, exist_ok=True)
+    write_json(path / "provenance.json", provenance())
+    return path
+
+
 def new_run_dir(parent: str | Path, name: str) -> Path:
     """Create ``<parent>/<name>-<UTC timestamp>`` (a numeric suffix if it already exists) and return it.
 

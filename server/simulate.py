@@ -45,7 +45,7 @@ from fedprint_config.app import refuse_dp_in_federated_runs, with_base_dir
 from fedprint_config.provenance import provenance
 from server.baselines import evaluate_clients, train_centralized, train_local
 from server.report import write_report
-from server.rundir import check_run_parent, new_run_dir
+from server.rundir import check_out_dir, check_run_parent, make_out_dir
 
 
 def backend_config(num_cpus: int | None = None) -> dict[str, Any]:
@@ -160,7 +160,9 @@ def require_simulation_runtime() -> None:
 
 def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds: int | None = None,
              out: str | Path | None = None, progress: bool = True) -> Path:
-    """Run the experiment's methods and write one run directory (see module docstring); returns it."""
+    """Run the experiment's methods and write one run directory (see module docstring); returns it.
+
+    ``out``: the run directory itself (new or empty); default ``<[run] out>/<[run] name>-<UTC time>``."""
     path = resolve_experiment(config)
     cfg, fed = load_experiment(path)
     refuse_dp_in_federated_runs(cfg, str(path))
@@ -169,10 +171,13 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
     names = method_names(list(methods or fed.methods), fed.steps)
     if set(methods or fed.methods) & set(FEDERATED):
         require_simulation_runtime()  # before any work or run directory
-    check_run_parent(out or cfg.run.out, "--out" if out else f"{path.name}: [run] out")
+    if out is not None:
+        check_out_dir(out)
+    else:
+        check_run_parent(cfg.run.out, f"{path.name}: [run] out")
     records, parts = experiment_partitions(cfg, progress=progress)
     check_partitions(cfg, records, parts, source=path.name)  # every client can be split and paired
-    run_dir = new_run_dir(out or cfg.run.out, cfg.run.name).resolve()
+    run_dir = make_out_dir(out, cfg.run.out, cfg.run.name).resolve()
     write_text(run_dir / "experiment.toml", path.read_text())
     write_json(run_dir / "config.json", {"experiment_file": str(path), "experiment": cfg.to_dict(),
                                          "federation": fed.to_dict(), "rounds": rounds, "methods": names})

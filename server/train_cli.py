@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def _train(args: argparse.Namespace) -> int:
     from fedprint_config import load_config, resolve_experiment
+    from server.rundir import check_out_dir
     from server.train_run import run_training
 
     if args.classical_pairs < 0:
         raise ValueError(f"--classical-pairs: expected an integer >= 0, got {args.classical_pairs}")
-    run_dir = run_training(load_config(resolve_experiment(args.config)), args.mode, progress=not args.quiet,
-                           classical_pairs=args.classical_pairs)
+    cfg = load_config(resolve_experiment(args.config))
+    if args.out is not None:
+        check_out_dir(args.out)
+    run_dir = run_training(cfg, args.mode, progress=not args.quiet, classical_pairs=args.classical_pairs,
+                           out=None if args.out is None else Path(args.out))
     print(f"run directory: {run_dir}\nreport: {run_dir / 'report.md'}")
     return 0
 
@@ -27,9 +32,13 @@ def _floats(text: str) -> list[float]:
 def _sweep(args: argparse.Namespace) -> int:
     from fedprint_config import load_config, resolve_experiment
     from server.fpdfsn_sweep import run_sweep
+    from server.rundir import check_out_dir
 
-    run_dir = run_sweep(load_config(resolve_experiment(args.config)), betas=args.beta, sigma2s=args.sigma2,
-                        sigma2_beta=args.sigma2_beta, progress=not args.quiet)
+    cfg = load_config(resolve_experiment(args.config))
+    if args.out is not None:
+        check_out_dir(args.out)
+    run_dir = run_sweep(cfg, betas=args.beta, sigma2s=args.sigma2, sigma2_beta=args.sigma2_beta,
+                        progress=not args.quiet, out=args.out)
     print(f"run directory: {run_dir}\nreport: {run_dir / 'report.md'}")
     return 0
 
@@ -43,6 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--classical-pairs", type=int, default=0, metavar="N",
                    help="also compare with a classical minutiae matcher (afis + Bozorth3) on N genuine and N "
                         "impostor test pairs per client (slow: ~0.2 s per pair)")
+    p.add_argument("--out", default=None, help="the run directory (new or empty folder; default: "
+                                               "<[run] out>/<[run] name>-<mode>-<UTC time>)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_train)
 
@@ -52,5 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--sigma2", type=_floats, default=[0.0, 650.25, 2601.0],
                    help="comma-separated σ² values (gray levels²), run at --sigma2-beta")
     w.add_argument("--sigma2-beta", type=float, default=0.5)
-    w.add_argument("--quiet", action="store_true")
+    w.add_argument("--out", default=None, help="the run directory (new or empty folder; default: "
+                                               "<[run] out>/<[run] name>-fpdfsn-sweep-<UTC time>)")
+    w.add_argument("--quiet", action="store_true", help="no progress bars")
     w.set_defaults(func=_sweep)

@@ -27,7 +27,7 @@ from fedprint_config.provenance import provenance
 from models.metrics import plot_roc, write_roc_csv
 from models.preprocess import describe
 from server.baselines import evaluate_clients, train_centralized, train_local
-from server.rundir import markdown_table, new_run_dir, report_provenance
+from server.rundir import make_out_dir, markdown_table, report_provenance
 
 MODES = ("centralized", "local")
 DP_COLUMNS = ["model", "epsilon", "delta", "noise_multiplier", "max_grad_norm", "sample_rate", "steps", "accountant",
@@ -87,8 +87,7 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
             raise ValueError(f"[train] {', '.join(ignored)}: DP-SGD (client.dp_sgd) does not honour them — it "
                              "samples pairs (one record = one pair) at a constant learning rate without "
                              "augmentation; set sampler = \"pairs\", augment = false, schedule = \"constant\"")
-    run_dir = out or new_run_dir(cfg.run.out, f"{cfg.run.name}-{mode}")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = make_out_dir(out, cfg.run.out, f"{cfg.run.name}-{mode}")
     spec = cfg.model.input_spec()
     write_json(run_dir / "config.json", {"mode": mode, **cfg.to_dict(), "input_pipeline": describe(spec)})
     t0 = time.perf_counter()

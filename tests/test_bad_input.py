@@ -36,6 +36,8 @@ def _setup(tmp: Path) -> dict[str, str]:
 # (argv with {t} for the folder, text the message must contain)
 CASES = [
     (["demo", "--out", "{t}/afile"], "afile"),
+    (["simulate", "--config", "demo", "--out", "{t}/run"], "is not empty"),
+    (["train", "--mode", "local", "--config", "demo", "--out", "{t}/run"], "is not empty"),
     (["simulate", "--config", "{t}/absent.toml"], "absent.toml"),
     (["simulate", "--config", "{t}/bad.toml"], "bad.toml"),
     (["simulate", "--config", "{t}/unknown_key.toml"], "colour"),

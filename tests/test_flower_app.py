@@ -217,7 +217,7 @@ def test_simulate_cli_baselines_report(tmp_path):
     exp = write_experiment(tmp_path, clients=2, rounds=1, fingers=14)
     assert main(["simulate", "--config", str(exp), "--methods", "local,centralized", "--quiet",
                  "--out", str(tmp_path / "out")]) == 0
-    (run_dir,) = (tmp_path / "out").iterdir()
+    run_dir = tmp_path / "out"  # --out is the run directory itself
     report = (run_dir / "report.md").read_text()
     assert "| client | local | centralized |" in report and "**Average**" in report
     results = json.loads((run_dir / "results.json").read_text())["results"]

@@ -127,7 +127,7 @@ def test_cli_synth_and_gallery(tmp_path, capsys):
                  "--out", str(out), "--quiet"]) == 2
     assert "different synthetic generation" in capsys.readouterr().err
     png = tmp_path / "g.png"
-    assert main(["data", "gallery", "--out", str(png), "--profiles", "socofing", "--fingers", "1",
+    assert main(["data", "gallery", "-o", str(png), "--profiles", "socofing", "--fingers", "1",
                  "--impressions", "2"]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
