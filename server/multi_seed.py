@@ -4,10 +4,10 @@ Each seed is one complete ``fedprint simulate`` run (its own folder ``seed-<s>/`
 splits, FP-DFSN noise, impostor sampling and training order all follow ``run.seed``; every method of one seed sees
 the same clients and splits). The summary gives, per method, the mean over seeds of the average and worst-client
 test EER and of the average FNMR at FMR = 1 % (and the held-out-domain EER when ``[partition] unseen`` is set), each
-with a 95 % confidence interval (Student t over seeds — the seed-to-seed spread, which includes the split and the
-training noise), and the paired difference method − FedAvg per seed with its own interval (AFFR first): a method
-beats FedAvg beyond the noise only if that interval excludes 0. ``curves_seeds.png``: EER per round, mean ± band
-over seeds.
+with a 95 % confidence interval (Student t over seeds, cut to [0, 1] since every metric is a rate — the seed-to-seed
+spread, which includes the split and the training noise), and the paired difference method − FedAvg per seed with
+its own interval (AFFR first): a method beats FedAvg beyond the noise only if that interval excludes 0.
+``curves_seeds.png``: EER per round, mean ± band over seeds.
 """
 
 from __future__ import annotations
@@ -97,9 +97,10 @@ def summarise(per_seed: dict[int, dict[str, list[dict]]], *, unseen: dict[int, l
         row: dict = {"method": m, "seeds": len(per_seed)}
         for name in metrics:
             mean, lo, hi = ci95(values[m].get(name, [math.nan]))
+            lo, hi = max(lo, 0.0), min(hi, 1.0)  # rates: the t interval is cut to [0, 1]
             row[name] = f"{mean:.4f} [{lo:.4f}, {hi:.4f}]" if math.isfinite(mean) else "—"
         if timings:
-            row["wall time (s)"] = round(float(np.mean([t.get(m, math.nan) for t in timings.values()])), 1)
+            row["wall time (s)"] = f"{np.mean([t.get(m, math.nan) for t in timings.values()]):.0f}"
         table.append(row)
     paired = []
     if "fedavg" in values:

@@ -1,0 +1,133 @@
+"""Heterogeneity study (issue 14 §4), assembled from ``fedprint simulate --seeds`` folders, run on demand.
+
+For each setting (one multi-seed folder): the exact command, its wall time, the method table (mean over seeds
+[95 % Student-t interval] of the average and worst-client test EER, FNMR@FMR1 %, unseen-domain EER), rounds, and
+one sentence answering "does AFFR beat FedAvg beyond the noise, where, and by how much" from the paired
+per-seed differences (:func:`server.multi_seed.summarise`). Methods whose EER is near chance are flagged, never
+compared. Writes ``<out>.md`` and a figure ``<out>.png`` (mean avg EER ± CI per method, one panel per setting).
+
+    .venv/bin/python bench/study_heterogeneity.py --out docs/heterogeneity_study \\
+        "three domains (demo size)=/work/studies/three_domains" "unseen domain=/work/studies/unseen" ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from server.multi_seed import ci95, summarise
+from server.report import NEAR_CHANCE_EER
+from server.rundir import markdown_table
+
+
+def load_study(folder: Path) -> dict:
+    """A multi-seed folder's per-seed results, timings, unseen rows, command, rounds and wall time."""
+    summary = json.loads((folder / "summary.json").read_text())
+    prov = json.loads((folder / "provenance.json").read_text())
+    seeds = [int(s) for s in summary["seeds"]]
+    per_seed = {s: summary["per_seed"][str(s)] for s in seeds}
+    unseen = {s: summary.get("unseen", {}).get(str(s), []) for s in seeds}
+    timings = {s: summary["timings_s"][str(s)] for s in seeds} if "timings_s" in summary else None
+    first = folder / summary["runs"][str(seeds[0])]
+    config = json.loads((first / "config.json").read_text())
+    start = datetime.fromisoformat(prov["utc"].replace("Z", "+00:00")).timestamp()
+    wall = (folder / "summary.json").stat().st_mtime - start
+    return {"per_seed": per_seed, "unseen": unseen, "timings": timings, "command": prov["command"],
+            "rounds": config["rounds"], "clients": len(json.loads((first / "partitions.json").read_text())),
+            "seeds": seeds, "wall_s": wall}
+
+
+def verdict(paired: list[dict], table: list[dict]) -> str:
+    """One sentence: AFFR − FedAvg on every metric, and any other method beyond the noise."""
+    weak = [r["method"] for r in table if _mean(r.get("avg EER")) >= NEAR_CHANCE_EER]
+    if {"affr", "fedavg"} & set(weak):
+        return (f"No comparison: {', '.join(weak)} did not get below {NEAR_CHANCE_EER:.0%} EER, so differences "
+                "between them are not results.")
+    affr = [p for p in paired if p["comparison"] == "affr − fedavg"]
+    if not affr:
+        return "AFFR was not run in this setting."
+    parts = [f"{p['metric']} {p['mean [95% CI]']}" for p in affr]
+    beyond = [p for p in affr if "beyond the noise" in p["verdict"] and not p["verdict"].startswith("no")]
+    head = ("AFFR does not beat FedAvg beyond the noise" if not any("lower" in p["verdict"] for p in beyond)
+            else "AFFR beats FedAvg beyond the noise on "
+            + ", ".join(p["metric"] for p in beyond if "lower" in p["verdict"]))
+    worse = [p["metric"] for p in beyond if "higher" in p["verdict"]]
+    others = sorted({p["comparison"] for p in paired if p["comparison"] != "affr − fedavg"
+                     and not p["verdict"].startswith("no")})
+    return (f"{head} (AFFR − FedAvg, mean over seeds [95 % CI]: {'; '.join(parts)})"
+            + (f"; AFFR is worse beyond the noise on {', '.join(worse)}" if worse else "")
+            + (f". Beyond the noise elsewhere: {', '.join(others)} (see the paired table)." if others else
+               ". No other method differs from FedAvg beyond the noise either."))
+
+
+def _mean(cell) -> float:
+    try:
+        return float(str(cell).split()[0])
+    except (ValueError, IndexError):
+        return math.nan
+
+
+def plot(studies: dict[str, dict], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(studies), figsize=(4.5 * len(studies), 4), squeeze=False)
+    for ax, (name, st) in zip(axes[0], studies.items(), strict=True):
+        methods = list(dict.fromkeys(m for res in st["per_seed"].values() for m in res))
+        stats = [ci95([np.mean([r["eer"] for r in res[m]]) for res in st["per_seed"].values() if res.get(m)])
+                 for m in methods]
+        means = [s[0] for s in stats]
+        err = [[s[0] - s[1] if math.isfinite(s[1]) else 0 for s in stats],
+               [s[2] - s[0] if math.isfinite(s[2]) else 0 for s in stats]]
+        ax.bar(range(len(methods)), means, yerr=err, capsize=3,
+               color=["tab:red" if m == "affr" else "tab:blue" if m == "fedavg" else "tab:gray" for m in methods])
+        ax.set_xticks(range(len(methods)), methods, rotation=60, ha="right", fontsize=8)
+        ax.set_title(f"{name}\n({len(st['seeds'])} seeds, T = {st['rounds']})", fontsize=9)
+        ax.set_ylabel("avg test EER (mean ± 95 % CI)")
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("studies", nargs="+", help="NAME=FOLDER of a `fedprint simulate --seeds` run")
+    ap.add_argument("--out", type=Path, required=True, help="output path without suffix (.md and .png written)")
+    args = ap.parse_args()
+    studies = {}
+    for item in args.studies:
+        name, _, folder = item.partition("=")
+        if not folder or not (Path(folder) / "summary.json").is_file():
+            ap.error(f"{item!r}: expected NAME=FOLDER of a finished `fedprint simulate --seeds` run")
+        studies[name] = load_study(Path(folder))
+    lines = ["# Does AFFR help? Heterogeneity study\n",
+             "Every cell: mean over seeds [95 % Student-t interval over seeds]; EER / FNMR on each client's "
+             "held-out test fingers (raw probes, threshold-free), personalised methods (fedala, feddbe, fedas) "
+             "scored with each client's own model, the others with the shared model; unseen-domain EER with "
+             "every method's global model on all pairs of the held-out domain. Generated by "
+             "`bench/study_heterogeneity.py` from the run folders.\n"]
+    for name, st in studies.items():
+        table, paired = summarise(st["per_seed"], unseen=st["unseen"], timings=st["timings"])
+        lines += [f"## {name}\n",
+                  f"- command: `{st['command']}`",
+                  f"- {st['clients']} clients, {len(st['seeds'])} seeds, T = {st['rounds']} rounds; wall time "
+                  f"{st['wall_s'] / 60:.1f} min on 2 CPU cores (whole study, from the folder's timestamps)\n",
+                  markdown_table(table),
+                  f"\n**Answer.** {verdict(paired, table)}\n"]
+    png = plot(studies, args.out.with_suffix(".png"))
+    lines.append(f"![avg test EER per method and setting]({png.name})\n")
+    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print(f"written {args.out.with_suffix('.md')} and {png}")
+
+
+if __name__ == "__main__":
+    main()
