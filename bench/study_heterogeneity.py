@@ -37,7 +37,21 @@ def load_study(folder: Path) -> dict:
     config = json.loads((first / "config.json").read_text())
     start = datetime.fromisoformat(prov["utc"].replace("Z", "+00:00")).timestamp()
     wall = (folder / "summary.json").stat().st_mtime - start
-    return {"per_seed": per_seed, "unseen": unseen, "timings": timings, "command": prov["command"],
+    swings: dict[str, list[int]] = {}
+    ala: list[float] = []
+    for s in seeds:
+        for rounds_file in sorted((folder / summary["runs"][str(s)]).glob("*/rounds.json")):
+            rounds = json.loads(rounds_file.read_text())
+            m = rounds_file.parent.name
+            if m.startswith("affr"):
+                judged = [r for r in rounds if r.get("within_noise") is not None]
+                tally = swings.setdefault(m, [0, 0])
+                tally[0] += sum(bool(r["within_noise"]) for r in judged)
+                tally[1] += len(judged)
+            if m == "fedala":
+                ala += [row["ala-mean-weight"] for r in rounds[1:] for row in r["clients"] if "ala-mean-weight" in row]
+    return {"swings": swings, "ala_weights": ala, "per_seed": per_seed, "unseen": unseen, "timings": timings,
+            "command": prov["command"],
             "rounds": config["rounds"], "clients": len(json.loads((first / "partitions.json").read_text())),
             "seeds": seeds, "wall_s": wall}
 
@@ -123,6 +137,14 @@ def main() -> None:
                   f"{st['wall_s'] / 60:.1f} min on 2 CPU cores (whole study, from the folder's timestamps)\n",
                   markdown_table(table),
                   f"\n**Answer.** {verdict(paired, table)}\n"]
+        for m, (k, n) in st["swings"].items():
+            lines.append(f"- {m}: in {k} of {n} AFFR rounds (all seeds) the gap spread max|G − μ| was inside 2 "
+                         "standard errors of the validation accuracy, yet the paper's rule made a full step.")
+        if st["ala_weights"]:
+            w = np.asarray(st["ala_weights"])
+            lines.append(f"- fedala: learned ALA weights, mean over clients and rounds ≥ 2: {w.mean():.4f} "
+                         f"(min {w.min():.4f}; 1 = the global model taken unchanged).")
+        lines.append("")
     png = plot(studies, args.out.with_suffix(".png"))
     lines.append(f"![avg test EER per method and setting]({png.name})\n")
     args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
