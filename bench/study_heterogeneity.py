@@ -50,10 +50,33 @@ def load_study(folder: Path) -> dict:
                 tally[1] += len(judged)
             if m == "fedala":
                 ala += [row["ala-mean-weight"] for r in rounds[1:] for row in r["clients"] if "ala-mean-weight" in row]
-    return {"swings": swings, "ala_weights": ala, "per_seed": per_seed, "unseen": unseen, "timings": timings,
-            "command": prov["command"],
+    real = real_rows(folder, summary, seeds)
+    return {"real": real, "swings": swings, "ala_weights": ala, "per_seed": per_seed, "unseen": unseen,
+            "timings": timings, "command": prov["command"],
             "rounds": config["rounds"], "clients": len(json.loads((first / "partitions.json").read_text())),
             "seeds": seeds, "wall_s": wall}
+
+
+def real_rows(folder: Path, summary: dict, seeds: list[int]) -> list[dict]:
+    """Every method's global / shared model(s) of every seed scored on the real samples (``fedprint evaluate``'s
+    code path, FVC protocol); one row per method: mean EER over seeds [95 % CI]. [] without real samples."""
+    from client.recognition import real_sample_rows
+    from server.simulate import _model_files
+
+    per_method: dict[str, list[float]] = {}
+    for s in seeds:
+        run = folder / summary["runs"][str(s)]
+        models = {f"{d.name}|{f.stem}": f for d in sorted(run.iterdir()) if d.is_dir() for f in _model_files(d)}
+        by_method: dict[str, list[float]] = {}
+        for row in real_sample_rows(models):
+            by_method.setdefault(row["model"].split("|")[0], []).append(row["EER"])
+        for m, eers in by_method.items():
+            per_method.setdefault(m, []).append(float(np.mean(eers)))
+    rows = []
+    for m, v in per_method.items():
+        mean, lo, hi = ci95(v)
+        rows.append({"method": m, "real-sample EER": f"{mean:.4f} [{max(lo, 0):.4f}, {min(hi, 1):.4f}]"})
+    return rows
 
 
 def verdict(paired: list[dict], table: list[dict]) -> str:
@@ -137,6 +160,9 @@ def main() -> None:
                   f"{st['wall_s'] / 60:.1f} min on 2 CPU cores (whole study, from the folder's timestamps)\n",
                   markdown_table(table),
                   f"\n**Answer.** {verdict(paired, table)}\n"]
+        if st["real"]:
+            lines += ["Real samples (`../shared/data/real`, FVC protocol; global / shared models; local: mean over "
+                      "the clients' models):\n", markdown_table(st["real"]), ""]
         for m, (k, n) in st["swings"].items():
             lines.append(f"- {m}: in {k} of {n} AFFR rounds (all seeds) the gap spread max|G − μ| was inside 2 "
                          "standard errors of the validation accuracy, yet the paper's rule made a full step.")

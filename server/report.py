@@ -198,7 +198,7 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
     flat = [{"method": m, **r} for m, rows in results.items() for r in rows]
     write_csv(run_dir / "results.csv", flat)
     write_json(run_dir / "results.json", {"results": results, "failures": failures, "timings_s": timings,
-                                          "unseen": unseen or []})
+                                          "unseen": unseen or [], "real": real or []})
     plots = [p for p in (plot_curves(run_dir, methods), plot_alpha(run_dir, methods),
                          plot_per_client(run_dir, results)) if p is not None]
 
