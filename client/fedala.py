@@ -44,7 +44,8 @@ from models.loss import batch_contrastive_loss
 
 @dataclass(frozen=True)
 class ALASettings:
-    """ALA hyper-parameters (defaults: the reference implementation's)."""
+    """ALA hyper-parameters (defaults: the reference implementation's). A run reads them from ``[federation]``
+    (``ala_layers``, ``ala_eta``, ``ala_percent``), whose reader validates them."""
 
     layers: int = 2
     eta: float = 1.0
@@ -52,14 +53,6 @@ class ALASettings:
     threshold: float = 0.1
     window: int = 10
     max_passes: int = 50
-
-    def __post_init__(self) -> None:
-        if self.layers < 1:
-            raise ValueError(f"ALA layers: expected an integer >= 1, got {self.layers}")
-        if not (self.eta > 0 and math.isfinite(self.eta)):
-            raise ValueError(f"ALA eta: expected a finite number > 0, got {self.eta}")
-        if not 0 < self.percent <= 100:
-            raise ValueError(f"ALA percent: expected a percentage in (0, 100], got {self.percent}")
 
 
 def adaptive_local_aggregation(global_net: nn.Module, local_net: nn.Module, images: torch.Tensor,

@@ -82,6 +82,11 @@ def test_federated_runs_refuse_dp_instead_of_ignoring_it(tmp_path):
     ({"model": {"input_size": 4}}, "model.input_size"),
     ({"fpdfsn": {"beta": 1.5}}, "fpdfsn.beta"),
     ({"fpdfsn": {"sigma2": -1.0}}, "fpdfsn.sigma2"),
+    ({"federation": {"ala_percent": 0.0}}, "federation.ala_percent"),
+    ({"federation": {"ala_eta": 0.0}}, "federation.ala_eta"),
+    ({"federation": {"dbe_momentum": 1.5}}, "federation.dbe_momentum"),
+    ({"federation": {"methods": ["fedavg", "fedbn"]}}, "federation.methods"),
+    ({"partition": {"unseen": "synth:casia"}}, "unseen"),
 ])
 def test_values_that_break_a_later_step_are_rejected_when_read(table, key):
     with pytest.raises(ValueError, match=key.replace(".", r"\.")):
