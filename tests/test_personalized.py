@@ -169,3 +169,39 @@ def test_personalised_strategies_through_the_real_flower_apps(tmp_path, monkeypa
     rounds = json.loads((run_dir / "rounds.json").read_text())
     if strategy == "fedas":
         assert all(row["fim-trace"] > 0 for row in rounds[-1]["clients"])
+
+
+def _train_reply(node: int, w: float, **metrics):
+    from flwr.app import Message, MessageType, Metadata, MetricRecord
+
+    meta = Metadata(run_id=1, message_id="", src_node_id=node, dst_node_id=0, reply_to_message_id="",
+                    group_id="", created_at=0.0, ttl=60.0, message_type=MessageType.TRAIN)
+    content = RecordDict({"arrays": ArrayRecord({"w": torch.full((2,), float(w))}),
+                          "metrics": MetricRecord(metrics)})
+    return Message(content=content, metadata=meta)
+
+
+def test_fedas_averages_by_fisher_trace_not_by_examples():
+    from server.personalized import FedAS
+
+    strat = FedAS(min_train_nodes=2, min_available_nodes=2, min_evaluate_nodes=2)
+    arrays, _ = strat.aggregate_train(1, [_train_reply(1, 0.0, **{"num-examples": 100, "fim-trace": 3.0}),
+                                          _train_reply(2, 4.0, **{"num-examples": 1, "fim-trace": 1.0})])
+    assert arrays["w"].numpy() == pytest.approx([1.0, 1.0])  # 0.75·0 + 0.25·4, not the example-weighted ≈ 0.04
+    assert strat.weighted_by_key == "num-examples"  # evaluation stays weighted by test pairs
+
+
+def test_feddbe_global_mean_is_the_example_weighted_round_one_mean_then_fixed():
+    from server.personalized import FedDBE
+
+    strat = FedDBE(min_train_nodes=2, min_available_nodes=2, min_evaluate_nodes=2)
+    assert "dbe-global-mean" not in strat.client_config()
+    strat.aggregate_train(1, [_train_reply(1, 0.0, **{"num-examples": 3, "dbe-mean": [1.0, 0.0]}),
+                              _train_reply(2, 0.0, **{"num-examples": 1, "dbe-mean": [5.0, 4.0]})])
+    assert strat.client_config()["dbe-global-mean"] == pytest.approx([2.0, 1.0])
+    strat.aggregate_train(2, [_train_reply(1, 0.0, **{"num-examples": 3, "dbe-mean": [9.0, 9.0]}),
+                              _train_reply(2, 0.0, **{"num-examples": 1, "dbe-mean": [9.0, 9.0]})])
+    assert strat.client_config()["dbe-global-mean"] == pytest.approx([2.0, 1.0])  # fixed after round 1
+    again = FedDBE()
+    again.load_state_dict(strat.state_dict())
+    assert again.client_config() == strat.client_config()  # survives a resume
