@@ -51,7 +51,8 @@ def load_study(folder: Path) -> dict:
             if m == "fedala":
                 ala += [row["ala-mean-weight"] for r in rounds[1:] for row in r["clients"] if "ala-mean-weight" in row]
     real = real_rows(folder, summary, seeds)
-    return {"real": real, "swings": swings, "ala_weights": ala, "per_seed": per_seed, "unseen": unseen,
+    floor = float(config["federation"].get("gap_noise_floor", 0.0))
+    return {"floor": floor, "real": real, "swings": swings, "ala_weights": ala, "per_seed": per_seed, "unseen": unseen,
             "timings": timings, "command": prov["command"],
             "rounds": config["rounds"], "clients": len(json.loads((first / "partitions.json").read_text())),
             "seeds": seeds, "wall_s": wall}
@@ -85,21 +86,24 @@ def verdict(paired: list[dict], table: list[dict]) -> str:
     if {"affr", "fedavg"} & set(weak):
         return (f"No comparison: {', '.join(weak)} did not get below {NEAR_CHANCE_EER:.0%} EER, so differences "
                 "between them are not results.")
-    affr = [p for p in paired if p["comparison"] == "affr − fedavg"]
-    if not affr:
+    variants = sorted({p["comparison"].split(" − ")[0] for p in paired if p["comparison"].startswith("affr")})
+    if not variants:
         return "AFFR was not run in this setting."
-    parts = [f"{p['metric']} {p['mean [95% CI]']}" for p in affr]
-    beyond = [p for p in affr if "beyond the noise" in p["verdict"] and not p["verdict"].startswith("no")]
-    head = ("AFFR does not beat FedAvg beyond the noise" if not any("lower" in p["verdict"] for p in beyond)
-            else "AFFR beats FedAvg beyond the noise on "
-            + ", ".join(p["metric"] for p in beyond if "lower" in p["verdict"]))
-    worse = [p["metric"] for p in beyond if "higher" in p["verdict"]]
-    others = sorted({p["comparison"] for p in paired if p["comparison"] != "affr − fedavg"
+    sentences = []
+    for v in variants:
+        rows = [p for p in paired if p["comparison"] == f"{v} − fedavg"]
+        parts = [f"{p['metric']} {p['mean [95% CI]']}" for p in rows]
+        better = [p["metric"] for p in rows if "lower" in p["verdict"]]
+        worse = [p["metric"] for p in rows if "higher" in p["verdict"]]
+        name = "AFFR" if v == "affr" else f"AFFR ({v})"
+        head = (f"{name} beats FedAvg beyond the noise on {', '.join(better)}" if better
+                else f"{name} does not beat FedAvg beyond the noise")
+        sentences.append(f"{head} ({v} − FedAvg, mean over seeds [95 % CI]: {'; '.join(parts)})"
+                         + (f"; it is worse beyond the noise on {', '.join(worse)}" if worse else "") + ".")
+    others = sorted({p["comparison"] for p in paired if not p["comparison"].startswith("affr")
                      and not p["verdict"].startswith("no")})
-    return (f"{head} (AFFR − FedAvg, mean over seeds [95 % CI]: {'; '.join(parts)})"
-            + (f"; AFFR is worse beyond the noise on {', '.join(worse)}" if worse else "")
-            + (f". Beyond the noise elsewhere: {', '.join(others)} (see the paired table)." if others else
-               ". No other method differs from FedAvg beyond the noise either."))
+    return " ".join(sentences) + (f" Beyond the noise elsewhere: {', '.join(others)} (see the paired table)."
+                                  if others else " No other method differs from FedAvg beyond the noise either.")
 
 
 def _mean(cell) -> float:
@@ -165,7 +169,9 @@ def main() -> None:
                       "the clients' models):\n", markdown_table(st["real"]), ""]
         for m, (k, n) in st["swings"].items():
             lines.append(f"- {m}: in {k} of {n} AFFR rounds (all seeds) the gap spread max|G − μ| was inside 2 "
-                         "standard errors of the validation accuracy, yet the paper's rule made a full step.")
+                         "standard errors of the validation accuracy; "
+                         + (f"with `gap_noise_floor = {st['floor']:g}` AFFR left its weights unchanged in such rounds."
+                            if st["floor"] > 0 else "the paper's rule still made a full step in each of them."))
         if st["ala_weights"]:
             w = np.asarray(st["ala_weights"])
             lines.append(f"- fedala: learned ALA weights, mean over clients and rounds ≥ 2: {w.mean():.4f} "
