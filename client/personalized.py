@@ -71,8 +71,8 @@ def _ala(global_net: nn.Module, data: ClientData, state: RecordDict, fed: Federa
     weights = (state.array_records[_ALA_W].to_torch_state_dict() if _ALA_W in state.array_records else None)
     settings = ALASettings(layers=fed.ala_layers, eta=fed.ala_eta, percent=fed.ala_percent)
     net, w, info = adaptive_local_aggregation(global_net, local, data.images, data.train_pairs, weights,
-                                           settings=settings, p=tcfg.p, k=tcfg.k, margin=tcfg.margin,
-                                           balance=tcfg.balance, rng=np.random.default_rng(seed))
+                                              settings=settings, p=tcfg.p, k=tcfg.k, margin=tcfg.margin,
+                                              balance=tcfg.balance, rng=np.random.default_rng(seed))
     state[_ALA_INFO] = MetricRecord({
         "ala-mean-weight": float(sum(t.sum() for t in w.values()) / sum(t.numel() for t in w.values())),
         "ala-passes": int(info["passes"])})
