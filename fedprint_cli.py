@@ -138,11 +138,47 @@ class _MissingExtra(Exception):
                          f"(install FedPrint with its extras: pip install 'fedprint[all]')")
 
 
+class _FlowerFilter(logging.Filter):
+    """Applies ``--log-level`` to Flower's logger and shows each of Flower's deprecation notices once.
+
+    Importing Flower resets its logger to DEBUG and gives it its own console handler; a filter on the logger
+    survives that (``--help`` stays fast because Flower is imported only by the commands that use it).
+    """
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < self.level:
+            return False
+        message = record.getMessage()
+        if "DEPRECATED" in message:
+            if message in self.seen:
+                return False
+            self.seen.add(message)
+        return True
+
+
+def _not_flower(record: logging.LogRecord) -> bool:
+    return not record.name.startswith("flwr")
+
+
 def _configure_logging(level: str) -> None:
     value = getattr(logging, level.upper())
-    logging.basicConfig(level=value, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger().setLevel(value)
-    logging.getLogger("flwr").setLevel(value)
+    root = logging.getLogger()
+    if not root.handlers:  # a program of its own, not embedded (an embedding program keeps its handlers)
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.addFilter(_not_flower)  # Flower prints through its own console handler: not twice
+        root.addHandler(handler)
+    root.setLevel(value)
+    flower = logging.getLogger("flwr")
+    flower.setLevel(value)
+    for f in [f for f in flower.filters if isinstance(f, _FlowerFilter)]:
+        flower.removeFilter(f)
+    flower.addFilter(_FlowerFilter(value))
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

@@ -87,6 +87,9 @@ def run_federated(experiment: str | Path, strategy: str, run_dir: str | Path, *,
     from server.server_app import make_server_app
 
     os.environ.setdefault("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
+    # No GPUs are requested, so Ray's future behaviour (leave CUDA_VISIBLE_DEVICES alone) is the one we want;
+    # setting it also silences Ray's FutureWarning about the change.
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     base = str(Path(base_dir or Path.cwd()).resolve())
     run_dir = Path(run_dir).resolve()
     server_conf: dict[str, Any] = {"experiment": str(experiment), "strategy": strategy, "run-dir": str(run_dir),

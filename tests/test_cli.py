@@ -50,3 +50,17 @@ def test_bad_files_are_one_line_and_exit_2(tmp_path, capsys):
     assert fedprint_cli.main(["audit", "--run", str(run)]) == 2
     err = capsys.readouterr().err
     assert "model_centralized.pt" in err and "Traceback" not in err
+
+
+def test_log_level_reaches_flower_and_nothing_prints_twice() -> None:
+    # Flower resets its logger to DEBUG when imported (after the CLI has configured logging) and has its own
+    # console handler: the default level must still hold, and no message may appear twice.
+    code = ("import logging, fedprint_cli; fedprint_cli._configure_logging('warning'); "
+            "from flwr.common.logger import log; "
+            "log(logging.DEBUG, 'debug-line'); log(logging.INFO, 'info-line'); log(logging.WARNING, 'warn-line'); "
+            "[log(logging.WARNING, 'DEPRECATED FEATURE: old-api') for _ in range(3)]; "
+            "logging.getLogger('fedprint.test').warning('own-line')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    text = out.stdout + out.stderr
+    assert "debug-line" not in text and "info-line" not in text
+    assert text.count("warn-line") == 1 and text.count("old-api") == 1 and text.count("own-line") == 1
