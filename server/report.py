@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from client.recognition import REAL_PROTOCOL_NOTE
 from data.atomic_io import write_csv, write_json, write_text
 from server.rundir import markdown_table, report_provenance
 
@@ -213,7 +214,7 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
             "worst-client accuracy": float(min(r["accuracy"] for r in rs)) if rs else float("nan"),
             "clients evaluated": f"{len(rs)}/{len(clients)}",
             "evaluated model": evaluated_model(m),
-            "wall time (s)": round(timings.get(m, float("nan")), 1),
+            "wall time (s)": f"{timings.get(m, float('nan')):.1f}",
             "privacy": _privacy_cell((privacy or {}).get(m)),
         })
     problems = [{"method": m, **p} for m, ps in failures.items() for p in ps]
@@ -238,8 +239,7 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
         noise_swings(run_dir, methods),
         unseen_section(cfg, unseen or []),
         "## EER on real fingerprints (never used in training)\n",
-        (markdown_table(real) + "\nFVC protocol (all genuine pairs, first-impression impostor pairs); each model "
-         "with its own input pipeline.\n") if real else "No real samples available "
+        (markdown_table(real) + f"\n{REAL_PROTOCOL_NOTE}\n") if real else "No real samples available "
         "(set FEDPRINT_REAL_SAMPLES to a folder of FVC-layout prints).\n",
         "## Failed or dropped clients\n",
         markdown_table(problems) if problems else "None: every client answered every round.\n",

@@ -90,12 +90,14 @@ def report_provenance(run_dir: str | Path) -> str:
 
 
 def markdown_table(rows: list[Mapping[str, Any]], columns: list[str] | None = None, digits: int = 4) -> str:
-    """A GitHub-markdown table of dict rows (floats rounded to ``digits``)."""
+    """A GitHub-markdown table of dict rows (floats rounded to ``digits``, None shown as "—")."""
     if not rows:
         return "_(no rows)_\n"
     columns = columns or list(rows[0])
 
     def fmt(v: Any) -> str:
+        if v is None:  # a metric that could not be measured (e.g. FNMR at FMR 1 % with < 100 impostor pairs)
+            return "—"
         if isinstance(v, float | np.floating):
             return f"{v:.{digits}f}"
         return str(v)
