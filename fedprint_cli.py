@@ -18,8 +18,9 @@ import sys
 
 #: Command -> (module that registers it, one-line help shown by ``fedprint --help``), in help order.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("server.cli", "the main job on the embedded default: three synthetic institutions, all methods"),
-    "simulate": ("server.cli", "run local / centralized / FedAvg / FedProx / AFFR on one experiment"),
+    "demo": ("server.cli", "the main job on the embedded default: three synthetic institutions, five methods"),
+    "simulate": ("server.cli", "run local / centralized / FedAvg / FedProx / AFFR / FedALA / FedDBE / FedAS "
+                               "on one experiment"),
     "train": ("server.train_cli", "train the Siamese verifier centrally or per client (baselines)"),
     "sweep": ("server.train_cli", "verification accuracy vs FP-DFSN beta and noise variance"),
     "verify": ("client.recognition_cli", "compare two fingerprint images with a trained model (1:1)"),
