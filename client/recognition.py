@@ -58,10 +58,6 @@ def real_sample_rows(models: dict[str, Path]) -> list[dict]:
     return dataset_rows(models, load_dataset("fvc", root), root.name, "fvc", column="real data")
 
 
-REAL_PROTOCOL_NOTE = ("FVC protocol (all genuine pairs, first-impression impostor pairs); each model with its own "
-                      "input pipeline; — : FNMR@FMR1% needs at least 100 impostor pairs.")
-
-
 def dataset_rows(models: dict[str, Path], records: Sequence[FingerprintRecord], data_name: str, protocol: str,
                  *, column: str = "data") -> list[dict]:
     """One row per model file: EER, FNMR at FMR 1 % (None below 100 impostor pairs) and ROC AUC on ``records``

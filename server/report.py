@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from client.recognition import REAL_PROTOCOL_NOTE
 from data.atomic_io import write_csv, write_json, write_text
 from server.rundir import markdown_table, report_provenance
 
@@ -191,6 +190,14 @@ def unseen_section(cfg, rows: list[dict]) -> str:
             "GLOBAL model here (a new institution has no personal model).\n")
 
 
+def real_sample_section(real: list[dict] | None) -> str:
+    """Body of a report's "EER on real fingerprints" section from :func:`client.recognition.real_sample_rows`."""
+    if not real:
+        return "No real samples available (set FEDPRINT_REAL_SAMPLES to a folder of FVC-layout prints).\n"
+    return (markdown_table(real) + "\nFVC protocol (all genuine pairs, first-impression impostor pairs); each model "
+            "with its own input pipeline; — : FNMR@FMR1% needs at least 100 impostor pairs.\n")
+
+
 def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str],
                  results: Mapping[str, list[dict]], failures: Mapping[str, list[dict]],
                  timings: Mapping[str, float], partitions: list[dict], real: list[dict] | None = None,
@@ -239,8 +246,7 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
         noise_swings(run_dir, methods),
         unseen_section(cfg, unseen or []),
         "## EER on real fingerprints (never used in training)\n",
-        (markdown_table(real) + f"\n{REAL_PROTOCOL_NOTE}\n") if real else "No real samples available "
-        "(set FEDPRINT_REAL_SAMPLES to a folder of FVC-layout prints).\n",
+        real_sample_section(real),
         "## Failed or dropped clients\n",
         markdown_table(problems) if problems else "None: every client answered every round.\n",
         "## Files\n",

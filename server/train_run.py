@@ -19,7 +19,7 @@ from client.evaluation import evaluate_on_pairs
 from client.experiment_data import build_clients
 from client.local_data import ClientData
 from client.model_export import export_model
-from client.recognition import REAL_PROTOCOL_NOTE, real_sample_rows
+from client.recognition import real_sample_rows
 from data.atomic_io import write_csv, write_json, write_text
 from data.pairs import PairSet
 from fedprint_config import ExperimentConfig
@@ -27,6 +27,7 @@ from fedprint_config.provenance import provenance
 from models.metrics import plot_roc, write_roc_csv
 from models.preprocess import describe
 from server.baselines import evaluate_clients, train_centralized, train_local
+from server.report import real_sample_section
 from server.rundir import make_out_dir, markdown_table, report_provenance
 
 MODES = ("centralized", "local")
@@ -198,9 +199,7 @@ def _report(cfg, mode, clients, rows, avg, history, seconds, dp, real) -> str:
         + f"\nAverage over clients: accuracy {avg['accuracy']:.4f}, EER {avg['eer']:.4f}, "
           f"ROC AUC {avg['roc_auc']:.4f}, FNMR@FMR1% {avg['fmr100']:.4f}\n\n"
         "## EER on real fingerprints (never used in training)\n\n"
-        + (markdown_table(real) + f"\n{REAL_PROTOCOL_NOTE}\n\n"
-           if real else "No real samples available (set FEDPRINT_REAL_SAMPLES to a folder of FVC-layout "
-           "prints).\n\n")
+        + real_sample_section(real) + "\n"
         + "## Training loss\n\n"
         + markdown_table(history, loss_cols)
         + "\n" + _dp_section(dp)
