@@ -18,14 +18,14 @@ import sys
 
 #: Command -> (module that registers it, one-line help shown by ``fedprint --help``), in help order.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("server.cli", "the main job on the embedded default: three synthetic institutions, five methods"),
-    "simulate": ("server.cli", "run local / centralized / FedAvg / FedProx / AFFR / FedALA / FedDBE / FedAS "
+    "demo": ("lab.cli", "the main job on the embedded default: three synthetic institutions, five methods"),
+    "simulate": ("lab.cli", "run local / centralized / FedAvg / FedProx / AFFR / FedALA / FedDBE / FedAS "
                                "on one experiment"),
-    "train": ("server.train_cli", "train the Siamese verifier centrally or per client (baselines)"),
-    "sweep": ("server.train_cli", "verification accuracy vs FP-DFSN beta and noise variance"),
-    "verify": ("client.recognition_cli", "compare two fingerprint images with a trained model (1:1)"),
-    "evaluate": ("client.recognition_cli", "EER, FNMR at fixed FMR and ROC of a model on a dataset"),
-    "identify": ("client.recognition_cli", "search a gallery for probe fingerprints (1:N, rank-k, CMC)"),
+    "train": ("lab.train_cli", "train the Siamese verifier centrally or per client (baselines)"),
+    "sweep": ("lab.train_cli", "verification accuracy vs FP-DFSN beta and noise variance"),
+    "verify": ("recognition.cli", "compare two fingerprint images with a trained model (1:1)"),
+    "evaluate": ("recognition.cli", "EER, FNMR at fixed FMR and ROC of a model on a dataset"),
+    "identify": ("recognition.cli", "search a gallery for probe fingerprints (1:N, rank-k, CMC)"),
     "data": ("data.cli", "synthetic fingerprints and dataset tools"),
     "publish": ("privacy.publish_cli", "DP-publish one fingerprint image or its minutiae (through a ledger)"),
     "publish-eval": ("privacy.publish_cli", "usability benchmark of the publication mechanisms"),

@@ -58,9 +58,9 @@ from attacks.shadow_population import NATURAL_PATTERNS, synthetic_population
 from client.experiment_data import client_data, fpdfsn_params
 from client.local_data import apply_fpdfsn
 from data.atomic_io import write_csv, write_json, write_text
+from fedprint_config.rundir import new_run_dir, report_provenance
 from models.preprocess import InputSpec, prepare
 from models.siamese import new_encoder
-from server.rundir import new_run_dir, report_provenance
 
 __all__ = ["AUDIT_ATTACKS", "AuditSettings", "QUICK", "NATURAL_PATTERNS", "RunInfo", "estimate_seconds",
            "hash_tree", "load_run", "mia", "run_audit", "synthetic_population"]

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from server.rundir import markdown_table
+from fedprint_config.rundir import markdown_table
 
 
 def fmt(v: Any) -> Any:

@@ -191,7 +191,7 @@ def attack_run_models(info: RunInfo, *, records: list[FingerprintRecord] | None 
                       ) -> tuple[list[dict], dict]:
     """Shadow-free attacks (Yeom distance / loss, compactness) on the run's own checkpoint(s), raw queries."""
     clients = build_clients(info.cfg, cache=False, beta=0.0, records=records, progress=progress)
-    # checkpoint file names spell ':' as '_' (server.train_run), so accept both spellings
+    # checkpoint file names spell ':' as '_' (lab.train_run), so accept both spellings
     by_name = {**{c.name: c for c in clients}, **{c.name.replace(":", "_"): c for c in clients}}
     rows, curves = [], {}
     for name, (net, used) in info.models.items():

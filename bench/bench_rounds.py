@@ -69,7 +69,7 @@ timeout = 300.0
 
 
 def bench_simulation(rounds: int, clients: int) -> dict[str, dict[str, float]]:
-    from server.simulate import run_federated
+    from lab.simulate import run_federated
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -20,9 +20,9 @@ import numpy as np
 
 from attacks.one_run_audit import audit_client_dp_release
 from fedprint_config import resolve_experiment
+from fedprint_config.rundir import markdown_table
+from lab.simulate import simulate
 from privacy.client_dp import client_epsilon
-from server.rundir import markdown_table
-from server.simulate import simulate
 
 
 def _experiment(out: Path, eps: float, rounds: int) -> Path:

@@ -3,7 +3,7 @@
 For each setting (one multi-seed folder): the exact command, its wall time, the method table (mean over seeds
 [95 % Student-t interval] of the average and worst-client test EER, FNMR@FMR1 %, unseen-domain EER), rounds, and
 one sentence answering "does AFFR beat FedAvg beyond the noise, where, and by how much" from the paired
-per-seed differences (:func:`server.multi_seed.summarise`). Methods whose EER is near chance are flagged, never
+per-seed differences (:func:`lab.multi_seed.summarise`). Methods whose EER is near chance are flagged, never
 compared. Writes ``<out>.md`` and a figure ``<out>.png`` (mean avg EER ± CI per method, one panel per setting).
 
     .venv/bin/python bench/study_heterogeneity.py --out docs/heterogeneity_study \\
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from server.multi_seed import ci95, summarise
-from server.report import NEAR_CHANCE_EER
-from server.rundir import markdown_table
+from fedprint_config.rundir import markdown_table
+from lab.multi_seed import ci95, summarise
+from lab.report import NEAR_CHANCE_EER
 
 
 def load_study(folder: Path) -> dict:
@@ -61,8 +61,8 @@ def load_study(folder: Path) -> dict:
 def real_rows(folder: Path, summary: dict, seeds: list[int]) -> list[dict]:
     """Every method's global / shared model(s) of every seed scored on the real samples (``fedprint evaluate``'s
     code path, FVC protocol); one row per method: mean EER over seeds [95 % CI]. [] without real samples."""
-    from client.recognition import real_sample_rows
-    from server.simulate import _model_files
+    from lab.simulate import _model_files
+    from recognition.real_samples import real_sample_rows
 
     per_method: dict[str, list[float]] = {}
     for s in seeds:

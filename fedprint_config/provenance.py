@@ -2,7 +2,7 @@
 
 :func:`provenance` collects the FedPrint version, the git commit of the source tree (when it is a git checkout),
 the exact command line, the versions of the packages that shape the numbers, thread counts and the hardware.
-Every run directory stores it as ``provenance.json`` (:func:`server.rundir.new_run_dir`) and every report ends
+Every run directory stores it as ``provenance.json`` (:func:`fedprint_config.rundir.new_run_dir`) and every report ends
 with :func:`provenance_markdown`. Nothing personal is recorded (no user or host name, no environment dump).
 """
 

@@ -41,13 +41,13 @@ from fedprint_config import PERSONALIZED, FederationConfig
 from fedprint_config.app import ServerSettings, experiment, server_settings
 from fedprint_config.experiment import DPSection
 from fedprint_config.provenance import provenance
+from fedprint_config.rundir import new_run_dir
 from models.model_file import model_bytes, weighted_threshold
 from privacy.client_dp import calibrate
 from server.affr import AFFR
 from server.checkpoint import load_checkpoint, save_checkpoint
 from server.dp_affr import DPAFFR
 from server.personalized import FedALA, FedAS, FedDBE
-from server.rundir import new_run_dir
 
 STRATEGIES = ("affr", "fedavg", "fedprox", "fedala", "feddbe", "fedas")
 

@@ -12,7 +12,7 @@ from attacks import audit
 from data.stripes import stripe_records, write_generic
 from fedprint_cli import main
 from fedprint_config import parse_config
-from server.train_run import run_training
+from lab.train_run import run_training
 
 
 @pytest.fixture(scope="module")

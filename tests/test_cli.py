@@ -12,8 +12,8 @@ import fedprint_cli
 
 def test_help_imports_no_subsystem() -> None:
     code = ("import sys, fedprint_cli; fedprint_cli.build_parser(['--help']); "
-            "print(sorted(m for m in ('torch', 'flwr', 'cv2', 'server', 'client', 'privacy', 'attacks') "
-            "if m in sys.modules))")
+            "print(sorted(m for m in ('torch', 'flwr', 'cv2', 'server', 'client', 'lab', 'recognition', 'privacy', "
+            "'attacks') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -95,7 +95,7 @@ def test_values_that_break_a_later_step_are_rejected_when_read(table, key):
 
 def test_dp_level_is_honoured_where_it_applies_and_refused_elsewhere(tmp_path):
     from fedprint_config.app import client_settings, experiment
-    from server.train_run import run_training
+    from lab.train_run import run_training
 
     with pytest.raises(ValueError, match="dp.level"):
         parse_config({"dp": {"level": "institution"}})

@@ -116,8 +116,8 @@ def test_one_round_through_the_real_flower_apps(tmp_path, monkeypatch, strategy,
     """Default-run end-to-end check: two tiny clients, one round through the real ServerApp / ClientApp in
     Flower's simulation runtime; replies arrive, metrics are finite, the global model file is written; with
     ``[dp] level = "client"`` the run states its client-level guarantee."""
+    from lab.simulate import run_federated
     from models.model_file import load_model
-    from server.simulate import run_federated
 
     monkeypatch.setenv("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
     extra = '[dp]\nenabled = true\nlevel = "client"\ntarget_epsilon = 4.0\nclient_clip = 5.0\n' if dp else ""
@@ -140,7 +140,7 @@ def test_one_round_through_the_real_flower_apps(tmp_path, monkeypatch, strategy,
 
 @pytest.mark.slow
 def test_simulation_end_to_end_and_resume(tmp_path, monkeypatch):
-    from server.simulate import run_federated
+    from lab.simulate import run_federated
 
     monkeypatch.setenv("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
     exp = write_experiment(tmp_path, clients=3, rounds=4, fingers=30)

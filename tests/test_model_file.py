@@ -1,4 +1,4 @@
-"""models.model_file: one format, safe loading, clear errors; client.model_export thresholds."""
+"""models.model_file: one format, safe loading, clear errors; lab.model_export thresholds."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""server/multi_seed.py: seed override, intervals, the paired AFFR − FedAvg verdict."""
+"""lab/multi_seed.py: seed override, intervals, the paired AFFR − FedAvg verdict."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from server.multi_seed import ci95, parse_seeds, summarise, with_seed
+from lab.multi_seed import ci95, parse_seeds, summarise, with_seed
 
 
 def test_parse_seeds():

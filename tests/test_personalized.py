@@ -151,9 +151,9 @@ def test_node_handlers_keep_the_personal_part_on_the_node(tmp_path, method):
 
 @pytest.mark.parametrize("strategy", ["fedala", "feddbe", "fedas"])
 def test_personalised_strategies_through_the_real_flower_apps(tmp_path, monkeypatch, strategy):
+    from lab.simulate import run_federated
     from models.model_file import load_model
     from server.checkpoint import load_checkpoint
-    from server.simulate import run_federated
 
     monkeypatch.setenv("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
     exp = write_experiment(tmp_path, clients=2, rounds=2, fingers=12)

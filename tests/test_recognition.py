@@ -1,4 +1,4 @@
-"""client.recognition and `fedprint verify / evaluate / identify` on toy stripe prints with a tiny model."""
+"""recognition.matching and `fedprint verify / evaluate / identify` on toy stripe prints with a tiny model."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import pytest
 import torch
 
 import fedprint_cli
-from client.recognition import cmc, evaluate, identify, protocol_pairs
 from client.trainer import train_siamese
 from data.pairs import make_pairs
 from data.stripes import stripe_records, write_generic
@@ -17,6 +16,7 @@ from fedprint_config import TrainConfig
 from models.model_file import VerifierModel, load_model, model_bytes
 from models.preprocess import InputSpec, to_tensor_batch
 from models.siamese import build_encoder
+from recognition.matching import cmc, evaluate, identify, protocol_pairs
 
 SPEC = InputSpec(size=32)
 
@@ -87,7 +87,7 @@ def test_evaluate_and_identify_commands_write_their_outputs(toy, tmp_path, capsy
 
 
 def test_model_without_threshold_needs_one():
-    from client.recognition import verify
+    from recognition.matching import verify
 
     m = VerifierModel(build_encoder("compact", 8, width=4).eval(), SPEC, None)
     img = np.zeros((32, 32), np.uint8)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from data.atomic_io import write_csv, write_json
-from server.rundir import markdown_table, new_run_dir
+from fedprint_config.rundir import markdown_table, new_run_dir
 
 
 def test_json_and_csv(tmp_path):

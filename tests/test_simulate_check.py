@@ -12,7 +12,7 @@ import pytest
 from data.sources import make_partitions
 from data.stripes import stripe_records
 from fedprint_config import SHIPPED_DIR, load_experiment
-from server.simulate import check_partitions
+from lab.simulate import check_partitions
 
 SHIPPED = sorted(p.stem for p in SHIPPED_DIR.glob("*.toml"))
 

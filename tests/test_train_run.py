@@ -61,9 +61,9 @@ def test_bad_config_is_one_clear_line(tmp_path, capsys):
 
 def test_classical_comparison_uses_the_same_pairs(toy_records):
     from client.local_data import build_client_data
+    from lab.train_run import classical_comparison
     from models.preprocess import InputSpec
     from models.siamese import new_encoder
-    from server.train_run import classical_comparison
 
     data = build_client_data(toy_records, name="c", spec=InputSpec(size=32), seed=0, progress=False)
     (row,) = classical_comparison(new_encoder("compact", 8, 0), [data], n_per_class=3, seed=0, progress=False)

@@ -11,9 +11,9 @@ from client.local_data import build_client_data
 from client.trainer import pair_distances
 from data.stripes import stripe_records
 from fedprint_config import TrainConfig
+from lab.baselines import evaluate_clients, train_centralized, train_local
 from models.preprocess import InputSpec
 from privacy.fpdfsn import FPDFSNParams
-from server.baselines import evaluate_clients, train_centralized, train_local
 
 SPEC = InputSpec(size=32)
 

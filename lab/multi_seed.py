@@ -23,7 +23,7 @@ from scipy import stats
 
 from data.atomic_io import write_json, write_text
 from fedprint_config import load_experiment, resolve_experiment
-from server.rundir import check_run_parent, make_out_dir, markdown_table, report_provenance
+from fedprint_config.rundir import check_run_parent, make_out_dir, markdown_table, report_provenance
 
 METRICS = (("avg EER", "eer", np.mean), ("worst-client EER", "eer", np.max), ("avg FNMR@FMR1%", "fmr100", np.mean))
 
@@ -76,7 +76,7 @@ def summarise(per_seed: dict[int, dict[str, list[dict]]], *, unseen: dict[int, l
               timings: dict[int, dict[str, float]] | None = None) -> tuple[list[dict], list[dict]]:
     """Rows per method (mean and CI of each metric) and the paired rows "method − FedAvg" (AFFR first).
 
-    ``unseen`` (seed -> rows of :func:`client.recognition.dataset_rows`) adds the held-out-domain EER of each
+    ``unseen`` (seed -> rows of :func:`recognition.real_samples.dataset_rows`) adds the held-out-domain EER of each
     method (mean over its models and the held-out domains); ``timings`` (seed -> method -> seconds) the wall time.
     """
     methods = list(dict.fromkeys(m for res in per_seed.values() for m in res))
@@ -160,8 +160,8 @@ def plot_seed_curves(root: Path, run_dirs: Sequence[Path]) -> Path | None:
 
 def simulate_seeds(config: str | Path, seeds: Sequence[int], *, methods: Sequence[str] | None = None,
                    rounds: int | None = None, out: str | Path | None = None, progress: bool = True) -> Path:
-    """Run :func:`server.simulate.simulate` once per seed and write the summary (module docstring)."""
-    from server.simulate import simulate
+    """Run :func:`lab.simulate.simulate` once per seed and write the summary (module docstring)."""
+    from lab.simulate import simulate
 
     path = resolve_experiment(config)
     cfg, _ = load_experiment(path)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from data.atomic_io import write_csv, write_json, write_text
-from server.rundir import markdown_table, report_provenance
+from fedprint_config.rundir import markdown_table, report_provenance
 
 
 def _plt():
@@ -191,7 +191,7 @@ def unseen_section(cfg, rows: list[dict]) -> str:
 
 
 def real_sample_section(real: list[dict] | None) -> str:
-    """Body of a report's "EER on real fingerprints" section from :func:`client.recognition.real_sample_rows`."""
+    """Body of a report's "EER on real fingerprints" section from :func:`recognition.real_samples.real_sample_rows`."""
     if not real:
         return "No real samples available (set FEDPRINT_REAL_SAMPLES to a folder of FVC-layout prints).\n"
     return (markdown_table(real) + "\nFVC protocol (all genuine pairs, first-impression impostor pairs); each model "

@@ -41,8 +41,8 @@ def _read(path: str, what: str):
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from client.recognition import verify
     from models.model_file import load_model
+    from recognition.matching import verify
 
     model = load_model(args.model)
     a, b = _read(args.a, "A"), _read(args.b, "B")
@@ -62,10 +62,10 @@ def _load_data(root: str, layout: str, dpi: float | None, what: str):
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from client.recognition import evaluate
     from data.atomic_io import write_csv, write_json
     from models.metrics import plot_roc
     from models.model_file import load_model
+    from recognition.matching import evaluate
 
     model = load_model(args.model)
     records = _load_data(args.data, args.layout, args.dpi, "--data")
@@ -94,10 +94,10 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _identify(args: argparse.Namespace) -> int:
-    from client.recognition import cmc, identify
     from data.atomic_io import write_json
     from data.record import FingerprintRecord
     from models.model_file import load_model
+    from recognition.matching import cmc, identify
 
     model = load_model(args.model)
     gallery = _load_data(args.gallery, args.layout, args.dpi, "--gallery")

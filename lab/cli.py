@@ -1,4 +1,4 @@
-"""``fedprint simulate``: the experiment runner's command line (see :mod:`server.simulate`)."""
+"""``fedprint simulate``: the experiment runner's command line (see :mod:`lab.simulate`)."""
 
 from __future__ import annotations
 
@@ -43,10 +43,10 @@ def register(subparsers) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from server.simulate import check, simulate
+    from lab.simulate import check, simulate
 
     if args.check:
-        from server.rundir import markdown_table
+        from fedprint_config.rundir import markdown_table
 
         print(markdown_table(check(args.config, progress=not args.quiet)), end="")
         print(f"{args.config}: every client can be split and paired")
@@ -55,7 +55,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.rounds is not None and args.rounds < 1:
         raise ValueError(f"--rounds: expected an integer >= 1, got {args.rounds}")
     if args.seeds is not None:
-        from server.multi_seed import parse_seeds, simulate_seeds
+        from lab.multi_seed import parse_seeds, simulate_seeds
 
         simulate_seeds(args.config, parse_seeds(args.seeds), methods=args.methods, rounds=args.rounds,
                        out=args.out, progress=not args.quiet)
@@ -66,7 +66,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from data.synth.gallery import write_gallery
-    from server.simulate import simulate
+    from lab.simulate import simulate
 
     run_dir = simulate("demo", out=args.out, progress=not args.quiet)
     gallery = write_gallery(run_dir / "gallery.png", fingers=1, impressions=4)

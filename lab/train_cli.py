@@ -8,8 +8,8 @@ from pathlib import Path
 
 def _train(args: argparse.Namespace) -> int:
     from fedprint_config import load_config, resolve_experiment
-    from server.rundir import check_out_dir
-    from server.train_run import run_training
+    from fedprint_config.rundir import check_out_dir
+    from lab.train_run import run_training
 
     if args.classical_pairs < 0:
         raise ValueError(f"--classical-pairs: expected an integer >= 0, got {args.classical_pairs}")
@@ -31,8 +31,8 @@ def _floats(text: str) -> list[float]:
 
 def _sweep(args: argparse.Namespace) -> int:
     from fedprint_config import load_config, resolve_experiment
-    from server.fpdfsn_sweep import run_sweep
-    from server.rundir import check_out_dir
+    from fedprint_config.rundir import check_out_dir
+    from lab.fpdfsn_sweep import run_sweep
 
     cfg = load_config(resolve_experiment(args.config))
     if args.out is not None:

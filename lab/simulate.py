@@ -33,9 +33,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from client.evaluation import evaluate_on_pairs
-from client.model_export import export_model
 from client.node_data import experiment_partitions, partition_data
-from client.recognition import dataset_rows, real_sample_rows
 from data.atomic_io import write_json, write_text
 from data.pairs import split_records
 from data.partition import summary as partition_summary
@@ -43,9 +41,11 @@ from data.sources import unseen_records
 from fedprint_config import FEDERATED, METHODS, load_experiment, resolve_experiment
 from fedprint_config.app import refuse_dp_in_federated_runs, with_base_dir
 from fedprint_config.provenance import provenance
-from server.baselines import evaluate_clients, train_centralized, train_local
-from server.report import write_report
-from server.rundir import check_out_dir, check_run_parent, make_out_dir
+from fedprint_config.rundir import check_out_dir, check_run_parent, make_out_dir
+from lab.baselines import evaluate_clients, train_centralized, train_local
+from lab.model_export import export_model
+from lab.report import write_report
+from recognition.real_samples import dataset_rows, real_sample_rows
 
 
 def backend_config(num_cpus: int | None = None) -> dict[str, Any]:

@@ -18,17 +18,17 @@ import numpy as np
 from client.evaluation import evaluate_on_pairs
 from client.experiment_data import build_clients
 from client.local_data import ClientData
-from client.model_export import export_model
-from client.recognition import real_sample_rows
 from data.atomic_io import write_csv, write_json, write_text
 from data.pairs import PairSet
 from fedprint_config import ExperimentConfig
 from fedprint_config.provenance import provenance
+from fedprint_config.rundir import make_out_dir, markdown_table, report_provenance
+from lab.baselines import evaluate_clients, train_centralized, train_local
+from lab.model_export import export_model
+from lab.report import real_sample_section
 from models.metrics import plot_roc, write_roc_csv
 from models.preprocess import describe
-from server.baselines import evaluate_clients, train_centralized, train_local
-from server.report import real_sample_section
-from server.rundir import make_out_dir, markdown_table, report_provenance
+from recognition.real_samples import real_sample_rows
 
 MODES = ("centralized", "local")
 DP_COLUMNS = ["model", "epsilon", "delta", "noise_multiplier", "max_grad_norm", "sample_rate", "steps", "accountant",
