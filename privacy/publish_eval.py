@@ -5,11 +5,22 @@ is compared with the original and with the unprotected gallery (impression 0 of 
 
 (a) minutiae retained — the fraction of the original probe's minutiae (:func:`data.minutiae.extract_minutiae`)
     matched one-to-one within ``tolerance`` px (:func:`data.realism.match_points`) by the minutiae extracted from
-    the released image, or by the released point set itself for point-set mechanisms (Liu, Zhi et al.'s matching rate);
+    the released image, or by the released point set itself for point-set mechanisms (Liu, Zhi et al.'s matching
+    rate); minutiae precision — the fraction of the *released* minutiae so matched (the closest reading of their
+    "matching accuracy": how many of the points a matcher sees in the release are real);
 (b) verification EER against the unprotected gallery — genuine pair = released probe vs its own finger's gallery
-    impression, impostor pairs = released probe vs every other finger's gallery impression — with a trained
-    Siamese encoder (``checkpoint``) and/or the classical afis matcher (``classical``); "not run" otherwise;
+    impression, impostor pairs = released probe vs every other finger's gallery impression — and rank-1
+    identification accuracy (the best-scoring gallery finger is the probe's own) with a trained Siamese encoder
+    (``checkpoint``) and/or the classical afis matcher (``classical``); "not run" otherwise;
 (c) PSNR / SSIM of the released image vs the original (image mechanisms only).
+
+ε semantics. ``epsilon_unit="absolute"`` (default): each grid value is the ε passed to the mechanism.
+``"mn/256"``: grid value k means ε = k·m·n/256 for an m×n image (Liu, Zhi et al.'s grid ε_k = k·mn/256, which
+depends on the image size); the released row records k and the mean ε actually passed.
+
+Noise. The mechanisms' noise comes from OS entropy (a fresh ``numpy.random.default_rng()`` per row) unless a test
+injects ``rng`` through this Python API; ``seed`` only chooses which probes are sampled when ``n_images`` is
+smaller than the number of fingers (benchmark data sampling, never a release's noise).
 
 A mechanism that refuses a release (ε below a paper's minimum, too few minutiae) raises ``ValueError``; that is
 recorded as ``refused: <reason>`` and the benchmark goes on. Any other exception is a bug and propagates.
@@ -39,17 +50,21 @@ from privacy.similarity import psnr, ssim
 
 NOT_RUN = "not run"
 NOT_APPLICABLE = "n/a"
-RESULT_COLUMNS = ["mechanism", "variant", "epsilon", "status", "n_probes", "n_released", "n_refused", "dp",
-                  "spent_epsilon", "minutiae_retained", "psnr", "ssim", "eer_siamese", "eer_classical"]
+RESULT_COLUMNS = ["mechanism", "variant", "epsilon", "epsilon_unit", "mean_epsilon", "status", "n_probes",
+                  "n_released", "n_refused", "dp", "spent_epsilon", "minutiae_retained", "minutiae_precision",
+                  "psnr", "ssim", "eer_siamese", "eer_classical", "rank1_siamese", "rank1_classical"]
 #: Metrics plotted against ε (column, axis label).
 PLOT_METRICS = [("minutiae_retained", "minutiae retained"), ("ssim", "SSIM"), ("psnr", "PSNR (dB)"),
                 ("eer_siamese", "EER (Siamese)"), ("eer_classical", "EER (classical)")]
+EPSILON_UNITS = ("absolute", "mn/256")
+VERIFICATION_COLUMNS = ("eer_siamese", "eer_classical", "rank1_siamese", "rank1_classical")
 
 
-def split_gallery_probes(records: Sequence[FingerprintRecord], n_images: int | None = None
+def split_gallery_probes(records: Sequence[FingerprintRecord], n_images: int | None = None, seed: int | None = None
                          ) -> tuple[list[FingerprintRecord], list[FingerprintRecord]]:
-    """Gallery = impression 0 of every finger; probes = impression 1 of the fingers that have both (first
-    ``n_images`` of them, in identity order). Altered images are ignored."""
+    """Gallery = impression 0 of every finger; probes = impression 1 of the fingers that have both (``n_images``
+    of them: the first in identity order, or a ``seed``-ed random sample kept in identity order). Altered images
+    are ignored."""
     by_id: dict[str, dict[int, FingerprintRecord]] = {}
     for r in records:
         if r.alteration is None:
@@ -59,7 +74,11 @@ def split_gallery_probes(records: Sequence[FingerprintRecord], n_images: int | N
     if n_images is not None:
         if n_images < 1:
             raise ValueError(f"n_images: expected a positive number of probes, got {n_images}")
-        probes = probes[:n_images]
+        if seed is None or n_images >= len(probes):
+            probes = probes[:n_images]
+        else:
+            keep = np.sort(np.random.default_rng(seed).choice(len(probes), n_images, replace=False))
+            probes = [probes[i] for i in keep]
     if len(gallery) < 2 or not probes:
         raise ValueError(f"records: need >= 2 fingers with impression 0 and >= 1 with impressions 0 and 1, got "
                          f"{len(gallery)} gallery and {len(probes)} probe impressions")
@@ -97,6 +116,23 @@ def _eer_or_nan(scores: np.ndarray, labels: np.ndarray, higher_is_genuine: bool)
     return eer(scores.reshape(-1), lab, higher_is_genuine=higher_is_genuine)
 
 
+def rank1_accuracy(scores: np.ndarray, labels: np.ndarray, higher_is_genuine: bool) -> float:
+    """Fraction of probes (rows) whose best-scoring gallery entry is genuine; ties count as a miss unless every
+    tied entry is genuine (a constant scorer gets 0 with more than one gallery finger)."""
+    s = np.asarray(scores, float) if higher_is_genuine else -np.asarray(scores, float)
+    best = s == s.max(axis=1, keepdims=True)
+    return float(np.mean(np.all(~best | (labels == 1), axis=1)))
+
+
+def image_epsilon(epsilon: float, shape: tuple[int, ...], unit: str) -> float:
+    """The ε passed to a mechanism for grid value ``epsilon`` on an image of ``shape`` (see module docstring)."""
+    if unit == "absolute":
+        return epsilon
+    if unit == "mn/256":
+        return epsilon * shape[0] * shape[1] / 256.0
+    raise ValueError(f"epsilon_unit: expected one of {EPSILON_UNITS}, got {unit!r}")
+
+
 def _fmt(v) -> str:
     if isinstance(v, str):
         return v
@@ -121,9 +157,12 @@ def publish_eval(
     checkpoint: str | Path | None = None,
     classical: bool = False,
     n_images: int | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     out_dir: str | Path,
     tolerance: float = 8.0,
+    epsilon_unit: str = "absolute",
+    data_label: str = "",
+    rng: np.random.Generator | None = None,
     progress: bool = True,
 ) -> Path:
     """Publish every probe with every mechanism x variant x ε and measure usability; write the outputs.
@@ -136,19 +175,27 @@ def publish_eval(
         Names from :data:`privacy.publish.registry.MECHANISMS` (default: all available).
     variants : sequence of {"paper", "sound"}
     epsilons : sequence of float
-        ε grid (each > 0; a mechanism may still refuse one below its documented minimum — recorded).
+        ε grid (each > 0; a mechanism may still refuse one below its documented minimum — recorded); read in
+        ``epsilon_unit``.
     checkpoint : path, optional
         ``checkpoint_<model>.pt`` of a ``fedprint train`` run: enables the Siamese EER.
     classical : bool, default False
         Also compute the classical (afis Bozorth3) EER — slow: ~2 s per image template, ~0.2 s per pair.
     n_images : int, optional
-        Use only the first ``n_images`` probes (default: all).
-    seed : int
-        Seed of every mechanism's noise (one generator per mechanism x variant x ε, so rows are independent).
+        Use only ``n_images`` probes (default: all).
+    seed : int, optional
+        Data sampling only: with ``n_images``, a random sample of that many probes instead of the first ones.
+        Never seeds a mechanism's noise.
     out_dir : path
         Output directory (created).
     tolerance : float, default 8.0
         Minutia matching distance in pixels.
+    epsilon_unit : {"absolute", "mn/256"}
+        How grid values are read (module docstring).
+    data_label : str
+        What the records are (a folder, a synthetic profile), printed in the report.
+    rng : numpy.random.Generator, optional
+        Tests only: the noise source of every release. Default: OS entropy, a fresh generator per row.
     progress : bool
         tqdm bar over releases.
 
@@ -163,12 +210,14 @@ def publish_eval(
     for v in variants:
         if v not in VARIANTS:
             raise ValueError(f"variants: expected values from {VARIANTS}, got {v!r}")
+    if epsilon_unit not in EPSILON_UNITS:
+        raise ValueError(f"epsilon_unit: expected one of {EPSILON_UNITS}, got {epsilon_unit!r}")
     epsilons = [float(e) for e in epsilons]
     if not epsilons or any(not math.isfinite(e) or e <= 0 for e in epsilons):
         raise ValueError(f"epsilons: expected a non-empty list of finite values > 0, got {epsilons}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    gallery, probes = split_gallery_probes(records, n_images)
+    gallery, probes = split_gallery_probes(records, n_images, seed)
     gallery_ids = [g.identity for g in gallery]
     labels = _pair_labels([p.identity for p in probes], gallery_ids)
     orig_minutiae = [extract_minutiae(p.image) for p in probes]
@@ -177,56 +226,63 @@ def publish_eval(
     gallery_emb = scorer.embed([g.image for g in gallery], [g.dpi for g in gallery]) if scorer else None
     classical_ctx = _ClassicalMatcher(gallery, progress) if classical else None
 
-    def verification(images: list[np.ndarray | None]) -> tuple[object, object]:
-        """EERs of the released probes (None = refused) against the gallery."""
+    def verification(images: list[np.ndarray | None]) -> dict[str, object]:
+        """EERs and rank-1 accuracies of the released probes (None = refused) against the gallery."""
         keep = [i for i, im in enumerate(images) if im is not None]
+        out: dict[str, object] = {c: NOT_RUN for c in VERIFICATION_COLUMNS}
         if not keep:
-            return math.nan, math.nan
+            return {c: math.nan for c in VERIFICATION_COLUMNS}
         lab = labels[keep]
-        e_s: object = NOT_RUN
         if scorer is not None:
             emb = scorer.embed([images[i] for i in keep], [probes[i].dpi for i in keep])
             d = np.linalg.norm(emb[:, None, :] - gallery_emb[None, :, :], axis=2)
-            e_s = _eer_or_nan(d, lab, higher_is_genuine=False)
-        e_c: object = NOT_RUN
+            out["eer_siamese"] = _eer_or_nan(d, lab, higher_is_genuine=False)
+            out["rank1_siamese"] = rank1_accuracy(d, lab, higher_is_genuine=False)
         if classical_ctx is not None:
-            e_c = _eer_or_nan(classical_ctx.scores([images[i] for i in keep], [probes[i] for i in keep]), lab,
-                              higher_is_genuine=True)
-        return e_s, e_c
+            s = classical_ctx.scores([images[i] for i in keep], [probes[i] for i in keep])
+            out["eer_classical"] = _eer_or_nan(s, lab, higher_is_genuine=True)
+            out["rank1_classical"] = rank1_accuracy(s, lab, higher_is_genuine=True)
+        return out
 
     results: list[dict] = []
     releases: list[dict] = []
     statements: dict[tuple[str, str], tuple[float, str]] = {}
-    base_s, base_c = verification([p.image for p in probes])
-    results.append({"mechanism": "unprotected", "variant": "", "epsilon": math.inf, "status": "ok",
-                    "n_probes": len(probes), "n_released": len(probes), "n_refused": 0, "dp": "",
-                    "spent_epsilon": 0.0, "minutiae_retained": 1.0, "psnr": math.inf, "ssim": 1.0,
-                    "eer_siamese": base_s, "eer_classical": base_c})
+    results.append({"mechanism": "unprotected", "variant": "", "epsilon": math.inf, "epsilon_unit": epsilon_unit,
+                    "mean_epsilon": math.inf, "status": "ok", "n_probes": len(probes), "n_released": len(probes),
+                    "n_refused": 0, "dp": "", "spent_epsilon": 0.0, "minutiae_retained": 1.0,
+                    "minutiae_precision": 1.0, "psnr": math.inf, "ssim": 1.0,
+                    **verification([p.image for p in probes])})
 
     bar = tqdm(total=len(mechanisms) * len(variants) * len(epsilons) * len(probes), desc="publish-eval releases",
                disable=not progress)
-    for mi, mech in enumerate(mechanisms):
+    for mech in mechanisms:
         is_points = registry.releases_points(mech)
         needs_m = registry.needs_minutiae(mech)
-        for vi, variant in enumerate(variants):
-            for ei, eps in enumerate(epsilons):
-                rng = np.random.default_rng([seed, mi, vi, ei])
+        for variant in variants:
+            for eps in epsilons:
+                noise = rng if rng is not None else np.random.default_rng()  # OS entropy unless a test injects one
                 released: list[np.ndarray | None] = []
-                retained, psnrs, ssims, spent, reasons, dps = [], [], [], [], [], []
+                retained, precision, psnrs, ssims, spent, reasons, dps, used = [], [], [], [], [], [], [], []
                 for p, m0 in zip(probes, orig_minutiae, strict=True):
-                    row = {"mechanism": mech, "variant": variant, "epsilon": eps, "identity": p.identity}
+                    e_img = image_epsilon(eps, p.image.shape, epsilon_unit)
+                    used.append(e_img)
+                    row = {"mechanism": mech, "variant": variant, "epsilon": eps, "image_epsilon": e_img,
+                           "identity": p.identity}
                     try:
-                        pub = registry.publish(mech, p.image, m0 if needs_m else None, eps, rng, variant)
+                        pub = registry.publish(mech, p.image, m0 if needs_m else None, e_img, noise, variant)
                     except ValueError as exc:
                         reasons.append(str(exc))
                         released.append(None)
                         releases.append({**row, "status": f"refused: {exc}"})
                         bar.update()
                         continue
-                    statements.setdefault((mech, variant), (eps, pub.guarantee.statement()))
+                    statements.setdefault((mech, variant), (e_img, pub.guarantee.statement()))
                     pts = pub.points if is_points else extract_minutiae(pub.image)
-                    frac = match_points(pts, m0, tolerance) / len(m0) if len(m0) else math.nan
+                    hits = match_points(pts, m0, tolerance)
+                    frac = hits / len(m0) if len(m0) else math.nan
+                    prec = hits / len(pts) if len(pts) else math.nan
                     retained.append(frac)
+                    precision.append(prec)
                     spent.append(pub.spent_epsilon)
                     dps.append(pub.guarantee.dp)
                     if is_points:
@@ -239,7 +295,8 @@ def publish_eval(
                         ssims.append(q_ssim)
                     releases.append({**row, "status": "ok", "n_minutiae_original": len(m0),
                                      "n_minutiae_released": len(pts), "minutiae_retained": frac,
-                                     "psnr": q_psnr, "ssim": q_ssim, "spent_epsilon": pub.spent_epsilon})
+                                     "minutiae_precision": prec, "psnr": q_psnr, "ssim": q_ssim,
+                                     "spent_epsilon": pub.spent_epsilon})
                     bar.update()
                 n_ok = len(probes) - len(reasons)
                 if n_ok == 0:
@@ -249,30 +306,31 @@ def publish_eval(
                 else:
                     status = "ok"
                 if is_points:
-                    e_s = e_c = NOT_APPLICABLE if n_ok else math.nan
+                    ver = {c: NOT_APPLICABLE if n_ok else math.nan for c in VERIFICATION_COLUMNS}
                     q_psnr = q_ssim = NOT_APPLICABLE
                 else:
-                    e_s, e_c = verification(released)
+                    ver = verification(released)
                     q_psnr, q_ssim = _mean(psnrs), _mean(ssims)
-                results.append({"mechanism": mech, "variant": variant, "epsilon": eps, "status": status,
-                                "n_probes": len(probes), "n_released": n_ok, "n_refused": len(reasons),
-                                "dp": (all(dps) if dps else ""), "spent_epsilon": _mean(spent),
-                                "minutiae_retained": _mean(retained), "psnr": q_psnr, "ssim": q_ssim,
-                                "eer_siamese": e_s, "eer_classical": e_c})
+                results.append({"mechanism": mech, "variant": variant, "epsilon": eps, "epsilon_unit": epsilon_unit,
+                                "mean_epsilon": _mean(used), "status": status, "n_probes": len(probes),
+                                "n_released": n_ok, "n_refused": len(reasons), "dp": (all(dps) if dps else ""),
+                                "spent_epsilon": _mean(spent), "minutiae_retained": _mean(retained),
+                                "minutiae_precision": _mean(precision), "psnr": q_psnr, "ssim": q_ssim, **ver})
     bar.close()
 
     path = out / "results.csv"
     _write_csv(path, results, RESULT_COLUMNS)
     _write_csv(out / "releases.csv", releases,
-               ["mechanism", "variant", "epsilon", "identity", "status", "n_minutiae_original",
-                "n_minutiae_released", "minutiae_retained", "psnr", "ssim", "spent_epsilon"])
+               ["mechanism", "variant", "epsilon", "image_epsilon", "identity", "status", "n_minutiae_original",
+                "n_minutiae_released", "minutiae_retained", "minutiae_precision", "psnr", "ssim", "spent_epsilon"])
     tables = {}
     for v in variants:
         tables[v] = _markdown_table([r for r in results if r["variant"] in (v, "")])
         (out / f"table_{v}.md").write_text(f"# Usability, variant `{v}`\n\n{tables[v]}\n")
         _plot(out / f"plot_{v}.png", [r for r in results if r["variant"] == v], v)
     (out / "report.md").write_text(_report(results, variants, mechanisms, epsilons, statements, len(probes),
-                                           len(gallery), checkpoint, classical, tolerance))
+                                           len(gallery), checkpoint, classical, tolerance, epsilon_unit, data_label,
+                                           "OS entropy" if rng is None else "a generator injected by the caller"))
     return path
 
 
@@ -308,8 +366,8 @@ def _write_csv(path: Path, rows: list[dict], columns: list[str]) -> None:
 
 
 def _markdown_table(rows: list[dict]) -> str:
-    cols = ["mechanism", "epsilon", "dp", "n_released", "minutiae_retained", "psnr", "ssim", "eer_siamese",
-            "eer_classical", "status"]
+    cols = ["mechanism", "epsilon", "dp", "n_released", "minutiae_retained", "minutiae_precision", "psnr", "ssim",
+            "eer_siamese", "eer_classical", "rank1_siamese", "rank1_classical", "status"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(_fmt(r[c]).replace("|", "/") for c in cols) + " |")
@@ -348,10 +406,12 @@ def _plot(path: Path, rows: list[dict], variant: str) -> None:
 
 
 def _report(results, variants, mechanisms, epsilons, statements, n_probes, n_gallery, checkpoint, classical,
-            tolerance) -> str:
+            tolerance, epsilon_unit, data_label, noise) -> str:
     key = {(r["mechanism"], r["variant"], r["epsilon"]): r for r in results}
     base = results[0]
+    unit = "ε given per image" if epsilon_unit == "absolute" else "grid value k means ε = k·m·n/256 per m×n image"
     lines = ["# Publication usability benchmark (`fedprint publish-eval`)", "",
+             f"Data: {data_label or 'records given through the Python API'}; ε grid: {unit}. Noise: {noise}.", "",
              f"{n_probes} probes (impression 1) against an unprotected gallery of {n_gallery} fingers "
              f"(impression 0). Minutiae retained: fraction of the original probe's minutiae matched within "
              f"{tolerance:g} px. EER (Siamese): {'checkpoint ' + str(checkpoint) if checkpoint else NOT_RUN}; "
