@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import csv
+import os
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from data.synth.generate import finger_records
 from data.synth.profiles import get_profile
 from fedprint_cli import main
-from privacy.publish_eval import NOT_RUN, publish_eval
+from privacy.publish_eval import NOT_RUN, image_epsilon, publish_eval, rank1_accuracy, split_gallery_probes
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +94,69 @@ def test_checkpoint_gives_siamese_eer(records, tmp_path):
         eers[name] = [float(r["eer_siamese"]) for r in rows]
     assert eers["constant"] == pytest.approx([0.5] * len(eers["constant"]))
     assert eers["random"] != pytest.approx(eers["constant"])
+
+
+# --- real data, ε units, rank-1, OS-entropy noise (issue 27) ------------------------------------------------------
+
+REAL = Path(os.environ.get("FEDPRINT_REAL_DATA", "") or Path(__file__).parents[1].parent / "shared" / "data" / "real")
+FVC_A, FVC_B = REAL / "fvc_300x300_b", REAL / "fvc2002_db1_b"
+
+
+def test_rank1_accuracy_and_ties():
+    labels = np.eye(3, dtype=int)
+    assert rank1_accuracy(np.eye(3), labels, higher_is_genuine=True) == 1.0
+    assert rank1_accuracy(1 - np.eye(3), labels, higher_is_genuine=False) == 1.0  # distances: lower is genuine
+    assert rank1_accuracy(np.zeros((3, 3)), labels, higher_is_genuine=True) == 0.0  # all tied: a miss
+    assert rank1_accuracy(np.array([[0.0, 1, 0], [0, 1, 0], [0, 0, 1]]), labels, True) == pytest.approx(2 / 3)
+
+
+def test_image_epsilon_units():
+    assert image_epsilon(2.0, (300, 300), "absolute") == 2.0
+    assert image_epsilon(2.0, (374, 388), "mn/256") == pytest.approx(2 * 374 * 388 / 256)
+    with pytest.raises(ValueError, match="epsilon_unit"):
+        image_epsilon(1.0, (3, 3), "per-finger")
+
+
+def test_noise_is_never_seeded(records, tmp_path):
+    """Same seed, two runs: the releases differ (OS entropy); an injected generator makes them equal."""
+    def psnrs(out, rng=None):
+        publish_eval(records, mechanisms=["lap"], variants=["sound"], epsilons=[0.5], seed=3, out_dir=out,
+                     rng=rng, progress=False)
+        return [r["psnr"] for r in _rows(out / "releases.csv")]
+
+    assert psnrs(tmp_path / "a") != psnrs(tmp_path / "b")
+    assert psnrs(tmp_path / "c", np.random.default_rng(5)) == psnrs(tmp_path / "d", np.random.default_rng(5))
+    assert "Noise: OS entropy" in (tmp_path / "a" / "report.md").read_text()
+
+
+def test_n_images_seed_samples_probes(records):
+    _, first = split_gallery_probes(records, 2)
+    picks = {tuple(p.identity for p in split_gallery_probes(records, 2, seed=s)[1]) for s in range(8)}
+    assert [p.identity for p in first] == sorted(p.identity for p in first)
+    assert len(picks) > 1  # the seed really samples (3 fingers, 2 probes: 3 possible subsets)
+
+
+def test_cli_data_rejects_synthetic_options_and_missing_folder(tmp_path):
+    assert main(["publish-eval", "--data", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
+    assert main(["publish-eval", "--data", str(tmp_path), "--fingers", "3", "--out", str(tmp_path / "o")]) == 2
+    assert not (tmp_path / "o" / "results.csv").exists()
+
+
+@pytest.mark.skipif(not (FVC_A.is_dir() and FVC_B.is_dir()), reason=f"real FVC sets not present under {REAL}")
+def test_cli_real_data_pooled_mn256(tmp_path):
+    rc = main(["publish-eval", "--data", str(FVC_A), str(FVC_B), "--layout", "fvc", "--mechanisms", "klap",
+               "--variants", "paper", "--epsilons", "2", "--epsilon-unit", "mn/256", "--n-images", "4",
+               "--seed", "1", "--out", str(tmp_path)])
+    assert rc == 0
+    rows = _rows(tmp_path / "results.csv")
+    assert [r["mechanism"] for r in rows] == ["unprotected", "klap"]
+    row = rows[1]
+    assert row["n_probes"] == "4" and row["epsilon_unit"] == "mn/256"
+    rel = _rows(tmp_path / "releases.csv")
+    # pooled folders: identities carry the folder name (both sets number their fingers 101..110)
+    assert all(r["identity"].split("/")[0] in (FVC_A.name, FVC_B.name) for r in rel)
+    sizes = {FVC_A.name: 300 * 300, FVC_B.name: 374 * 388}
+    for r in rel:
+        assert float(r["image_epsilon"]) == pytest.approx(2 * sizes[r["identity"].split("/")[0]] / 256, rel=1e-3)
+    assert 0 < float(row["minutiae_retained"]) <= 1 and 0 < float(row["minutiae_precision"]) <= 1
+    assert "fvc2002_db1_b" in (tmp_path / "report.md").read_text()

@@ -1,0 +1,76 @@
+"""bench/reproduction_doc.py renders docs/reproduction.md from run folders: a tiny fake run folder (no real data)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from bench import reproduce_seeds as rs
+from bench.reproduction_doc import NOT_YET, render
+from privacy.publish_eval import RESULT_COLUMNS
+
+
+def _write_results(folder, rows):
+    folder.mkdir(parents=True)
+    with open(folder / "results.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=RESULT_COLUMNS, restval="")
+        w.writeheader()
+        w.writerows(rows)
+    (folder / "wall.json").write_text(json.dumps({"command": "x", "seconds": 90.0, "cpus": 2}))
+
+
+@pytest.fixture
+def fake_runs(tmp_path):
+    runs = tmp_path / "runs"
+    rows = [{"mechanism": "unprotected", "variant": "", "epsilon": "inf", "status": "ok", "eer_siamese": "0.25",
+             "rank1_siamese": "0.5", "minutiae_retained": "1"}]
+    for m, rate in (("lap", 0.0612), ("dp-rklap", 0.7345)):
+        rows.append({"mechanism": m, "variant": "paper", "epsilon": "1", "status": "ok", "minutiae_retained": rate,
+                     "minutiae_precision": "0.5", "eer_siamese": "0.3", "rank1_siamese": "0.4"})
+    rows.append({"mechanism": "klap", "variant": "paper", "epsilon": "1", "status": "refused: too few minutiae"})
+    _write_results(runs / "000-paper-eps", rows)
+    (runs / rs.TABLE41).mkdir(parents=True)
+    with open(runs / rs.TABLE41 / "table41.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["n", "epsilon", "k_paper", "err_paper", "k_best", "err_best"])
+        from privacy.publish.pointset import PAPER_TABLE_EPS, PAPER_TABLE_K, PAPER_TABLE_N
+
+        for i, n in enumerate(PAPER_TABLE_N):
+            for j, e in enumerate(PAPER_TABLE_EPS):
+                w.writerow([n, e, PAPER_TABLE_K[i][j], 0.02, 4 * PAPER_TABLE_K[i][j], 0.01])
+    (runs / rs.TABLE41 / "table41_curve.csv").write_text("k,error\n10,0.02\n51,0.015\n200,0.01\n400,0.012\n")
+    return runs
+
+
+def test_render_from_fake_runs(fake_runs, tmp_path):
+    doc = render(fake_runs, [], tmp_path / "docs" / "reproduction.md")
+    text = doc.read_text()
+    # ours beside the paper's, formatted from the run folder
+    assert "6.1 %" in text and "73.5 %" in text and "62.65 %" in text and "10.32 %" in text
+    assert "refused" in text
+    # missing runs: "not yet run" with the exact command
+    assert f"*{NOT_YET}*: `python bench/reproduce_seeds.py --run 000-sound-eps`" in text
+    assert "--epsilon-unit mn/256" in text  # the fedprint command behind 000-paper-eps is printed
+    # Table 4.1: every cell ours better (error ratio 0.50), the thesis's k and ours
+    assert "51 → 204 (0.50)" in text and "in 24 of 24 cells" in text
+    # AFFR: nothing run -> not yet run, with the commands and the PSNR remark
+    assert "real_sensors" in text and "impossible for 8-bit images" in text
+    # wall time of the runs that exist: 90 s + 90 s
+    assert "wall time" in text and "1.5 min" in text
+    for png in ("000_matching_rate.png", "002_table41.png"):
+        assert (doc.parent / "reproduction" / png).stat().st_size > 0
+    assert not (doc.parent / "reproduction" / "001_fourier.png").exists()
+
+
+def test_affr_section_reads_run_folders(fake_runs, tmp_path):
+    affr = tmp_path / "runs" / "real_sensors-x"
+    affr.mkdir(parents=True)
+    (affr / "results.csv").write_text("method,client,accuracy,eer,extra\naffr,fvc2002_db1_b,0.9123,0.081,z\n")
+    (affr / "audit").mkdir()
+    (affr / "audit" / "mia.csv").write_text("condition,attack,AUC,members\nwith FP-DFSN,loss,0.5612,40\n")
+    text = render(fake_runs, [affr], tmp_path / "doc.md").read_text()
+    assert "| affr | fvc2002_db1_b | 0.9123 | 0.081 |" in text and "extra" not in text.split("## 003")[1]
+    assert "| with FP-DFSN | loss | 0.5612 | 40 |" in text
+    assert f"*{NOT_YET}* (no `sweep.csv`" in text
