@@ -9,7 +9,7 @@ Two steps, each repeatable by a reader::
 ``--run NAME[,NAME]`` runs only those evaluations (names: :data:`RUNS` and ``002-table41``); each writes its folder
 under ``--runs-dir`` (default ``runs/reproduction``) with ``wall.json`` (command, seconds). The renderer only reads
 run folders: a missing one prints "not yet run" with the exact command in the document. Real prints are read from
-``$FEDPRINT_REAL_DATA`` (default ``../shared/data/real``); the three FVC B sets are pooled (30 fingers).
+``$FEDPRINT_REAL_DATA`` (default ``../shared/data/real``); the three FVC B sets are pooled (29 fingers).
 
 The AFFR section (seed 003) reads folders of ``fedprint simulate`` / ``fedprint audit`` / ``fedprint sweep`` runs of
 the real-sensor experiment family (``real_sensors*``): every ``results.csv``, ``mia.csv``, ``inversion.csv`` and

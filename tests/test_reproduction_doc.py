@@ -74,3 +74,24 @@ def test_affr_section_reads_run_folders(fake_runs, tmp_path):
     assert "| affr | fvc2002_db1_b | 0.9123 | 0.081 |" in text and "extra" not in text.split("## 003")[1]
     assert "| with FP-DFSN | loss | 0.5612 | 40 |" in text
     assert f"*{NOT_YET}* (no `sweep.csv`" in text
+
+
+def test_runner_rejects_unknown_run_and_names_the_known_ones(capsys):
+    with pytest.raises(SystemExit) as exc:
+        rs.main(["--run", "000-nope"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "000-nope" in err and "000-paper-eps" in err and "002-table41" in err
+
+
+def test_every_run_is_a_valid_publish_eval_command():
+    """The commands the document prints parse as `fedprint publish-eval` arguments (ε grids, units, options)."""
+    import argparse
+
+    from privacy import publish_cli
+
+    parser = argparse.ArgumentParser()
+    publish_cli.register(parser.add_subparsers())
+    for name, args in rs.RUNS.items():
+        ns = parser.parse_args([*args, "--out", f"runs/reproduction/{name}"])
+        assert ns.func is publish_cli.run_eval and len(ns.data) == 3
