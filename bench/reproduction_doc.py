@@ -494,17 +494,24 @@ def affr_commands() -> str:
             "its `affr-d<step>` rows appear in the accuracy table.\n")
 
 
-def section_003(affr: Sequence[Path]) -> str:
+def max_psnr(n_pixels: int) -> float:
+    """Largest finite PSNR (dB) between two 8-bit images of ``n_pixels``: MSE = 1/N (one pixel, one level)."""
+    return 10 * math.log10(255**2 * n_pixels)
+
+
+def section_003(affr: Sequence[Path], fig_dir: Path) -> str:
     out = ["## 003 — AFFR (Yan et al. 2025): federated verification on real sensors\n",
            "Paper (reference only, a different protocol: SOCOFing / NIST SD10 / CASIA, one data set per client, "
            "closed-set pairs): Table 3 accuracy FedAvg/AFFR IID SOCOFing 98.93/99.39, NIST 99.80/99.94, CASIA "
            "99.44/99.97; Table 4 average local 99.15–99.92, FedAvg 99.90, AFFR 99.99, centralized 99.99; Table 6 MIA "
            "AUC with/without FP-DFSN SOCOFing 0.75/0.91, NIST 0.54/0.96, CASIA 0.61/0.82; Table 7 accuracy vs step "
            "size 0 → 0.8: 99.91 → 99.99; Table 5 reconstruction PSNR without FP-DFSN 122.03 / 121.95 / 124.10 dB.\n",
-           "**Table 5's PSNR is impossible for 8-bit images**: a reconstruction that differs from the raw image in "
-           "a single pixel by one grey level already has PSNR = 10·log10(255²·N) ≤ 10·log10(255²·300·300) ≈ 97.7 "
-           "dB for a 300×300 print, and any exact reconstruction has PSNR = ∞. Our audit computes MSE / PSNR / SSIM "
-           "/ LPIPS against the RAW image (not the FP-DFSN input), so they can be read directly.\n"]
+           "**Table 5's PSNR is impossible for 8-bit images.** The largest finite PSNR of an N-pixel 8-bit image "
+           "is 10·log10(255²·N) (one pixel off by one grey level; an exact copy has PSNR = ∞): "
+           f"{max_psnr(96 * 103):.1f} dB for SOCOFing's 96×103, {max_psnr(328 * 356):.1f} dB for CASIA's 328×356, "
+           f"{max_psnr(300 * 300):.1f} dB for a 300×300 FVC print; 122 dB would need N ≈ "
+           f"{10 ** 12.2 / 255 ** 2 / 1e6:.0f} megapixels. Our audit computes MSE / PSNR / SSIM / LPIPS of the "
+           "reconstruction against the RAW image (not the FP-DFSN input).\n"]
     found = {kind: sorted(p for d in affr for p in Path(d).rglob(kind)) for kind in
              ("results.csv", "mia.csv", "inversion.csv", "sweep.csv")}
     if not any(found.values()):
@@ -525,12 +532,36 @@ def section_003(affr: Sequence[Path]) -> str:
         if not paths:
             out.append(f"### {titles[kind]}\n\n*{NOT_YET}* (no `{kind}` under {', '.join(map(str, affr))}).\n")
             continue
-        for path in paths:
+        for i, path in enumerate(paths):
             rows = read_csv(path)
             cols = [c for c in keep[kind] if rows and c in rows[0]] or list(rows[0]) if rows else []
             out.append(f"### {titles[kind]} — `{path}`\n\n"
                        + table(cols, [[num(r.get(c), 4) for c in cols] for r in rows]))
+            fig = _fig_sweep(rows, fig_dir, f"003_sweep_{i}.png") if kind == "sweep.csv" else None
+            if fig:
+                out.append(f"\n![accuracy vs β and σ²]({fig})\n")
+    if not all(found.values()):
+        out.append("Commands for the missing parts:\n\n" + affr_commands())
     return "\n".join(out)
+
+
+def _fig_sweep(rows: list[dict], fig_dir: Path, name: str) -> str | None:
+    """Figures 9-10 in shape: accuracy (and 1 − EER) vs β, and vs σ², from a ``fedprint sweep`` sweep.csv."""
+    parts = [("beta", "β (Fig. 9)"), ("sigma2", "σ² in grey levels² (Fig. 10)")]
+    parts = [(k, lab, [r for r in rows if r.get("sweep") == k and isinstance(r.get(k), float)]) for k, lab in parts]
+    parts = [p for p in parts if p[2]]
+    if not parts:
+        return None
+    fig, axes = plt.subplots(1, len(parts), figsize=(5 * len(parts), 3.4), squeeze=False)
+    for ax, (key, label, sub) in zip(axes[0], parts, strict=True):
+        sub = sorted(sub, key=lambda r: r[key])
+        ax.plot([r[key] for r in sub], [r["accuracy"] for r in sub], "o-", label="accuracy")
+        ax.plot([r[key] for r in sub], [1 - r["eer"] for r in sub], "s--", label="1 − EER")
+        ax.set(xlabel=label, ylim=(0, 1.02))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, fig_dir, name)
 
 
 def summary(runs: Path, affr: Sequence[Path]) -> str:
@@ -558,7 +589,7 @@ def render(runs: Path, affr: Sequence[Path], doc: Path) -> Path:
              "show our `paper` variant at the paper's parameters beside our `sound` variant and say why they "
              "differ. Guarantees of every variant: `fedprint publish-eval` reports, and `docs/references.md`.\n",
              summary(runs, affr), section_overview(runs, affr), section_000(runs, fig_dir), section_001(runs, fig_dir),
-             section_004(runs, fig_dir), section_002(runs, fig_dir), section_003(affr)]
+             section_004(runs, fig_dir), section_002(runs, fig_dir), section_003(affr, fig_dir)]
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text("\n".join(parts))
     return doc

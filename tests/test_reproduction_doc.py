@@ -73,7 +73,15 @@ def test_affr_section_reads_run_folders(fake_runs, tmp_path):
     text = render(fake_runs, [affr], tmp_path / "doc.md").read_text()
     assert "| affr | fvc2002_db1_b | 0.9123 | 0.081 |" in text and "extra" not in text.split("## 003")[1]
     assert "| with FP-DFSN | loss | 0.5612 | 40 |" in text
-    assert f"*{NOT_YET}* (no `sweep.csv`" in text
+    assert f"*{NOT_YET}* (no `sweep.csv`" in text and "fedprint sweep --config" in text
+    assert not (tmp_path / "reproduction" / "003_sweep_0.png").exists()
+    sweep = affr.with_name("real_sensors-sweep")
+    sweep.mkdir()
+    (sweep / "sweep.csv").write_text("sweep,beta,sigma2,accuracy,eer,roc_auc\nbeta,0.0,default,0.91,0.09,0.95\n"
+                                     "beta,0.5,default,0.87,0.12,0.93\nsigma2,0.5,650.25,0.86,0.13,0.92\n")
+    text = render(fake_runs, [affr, sweep], tmp_path / "doc.md").read_text()
+    assert "| beta | 0.5 | default | 0.87 | 0.12 | 0.93 |" in text
+    assert (tmp_path / "reproduction" / "003_sweep_0.png").stat().st_size > 0
 
 
 def test_runner_rejects_unknown_run_and_names_the_known_ones(capsys):
