@@ -69,6 +69,41 @@ TABLE41 = "002-table41"
 TABLES13 = "000-tables13"
 #: Evaluations that are Python functions of this script rather than ``fedprint`` commands.
 LOCAL_RUNS = (TABLES13, TABLE41)
+#: Yan et al. Figs. 9-10 on real prints: a small ``fedprint sweep`` (long: one fine-tuning per point).
+SWEEP = "003-sweep"
+SWEEP_SETS = ("fvc_300x300_b", "fvc2002_db1_b", "pyfnprint_16x8")  # one domain each (DB1 and DB3 share "fvc2002")
+SWEEP_ARGS = ["--beta", "0,0.5,0.9", "--sigma2", "0,2601", "--sigma2-beta", "0.5"]
+SWEEP_TOML = """# Written by bench/reproduce_seeds.py --run 003-sweep: Yan et al. 2025 Figs. 9-10 in shape, real prints.
+[run]
+name = "fpdfsn_sweep_real"
+seed = 0
+{sources}
+[data]
+protocol = "open"
+test_fraction = 0.25
+val_fraction = 0.1
+max_impostors = 4000
+
+[partition]
+mode = "domain"
+
+[model]
+encoder = "compact"
+width = 16
+input_size = 128
+input_dpi = 250.0
+embedding_dim = 128
+init = "pretrained"
+
+[train]
+epochs = 8
+p = 16
+k = 4
+lr = 3e-4
+
+[fpdfsn]
+enabled = true
+"""
 
 # --------------------------------------------------------------------------------------------------- papers' numbers
 #: Liu, Zhi et al. (seed 000), FVC2004 DB2: Table 8 matching rate, Table 9 matching accuracy (%), ε_k = k·mn/256.
@@ -85,6 +120,15 @@ PAPER_000_TABLE3 = [15.36, 14.53, 35.06, 35.05]
 
 
 # ------------------------------------------------------------------------------------------------------------ runs
+def sweep_toml() -> str:
+    """The experiment of run ``003-sweep``: one source per real set of :data:`SWEEP_SETS` (a domain each)."""
+    blocks = []
+    for name in SWEEP_SETS:
+        layout = "fvc" if name.startswith("fvc") else "generic"
+        blocks.append(f'\n[[data.sources]]\nkind = "dataset"\nlayout = "{layout}"\nroot = "{real_root() / name}"\n')
+    return SWEEP_TOML.format(sources="".join(blocks))
+
+
 def run_one(name: str, runs_dir: Path) -> Path:
     """Run evaluation ``name`` into ``runs_dir/name`` (niced), record its wall time; returns the folder."""
     out = runs_dir / name
@@ -92,7 +136,13 @@ def run_one(name: str, runs_dir: Path) -> Path:
         raise SystemExit(f"--run {name}: {out} exists and is not empty; remove it to run again")
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    if name in LOCAL_RUNS:
+    if name == SWEEP:
+        (out / "sweep.toml").write_text(sweep_toml())
+        args = ["sweep", "--config", str(out / "sweep.toml"), *SWEEP_ARGS, "--quiet", "--out", str(out / "sweep")]
+        cmd = ["python", "bench/reproduce_seeds.py", "--run", SWEEP]
+        subprocess.run(["nice", "-n", "10", sys.executable, str(ROOT / "fedprint_cli.py"), *args], check=True,
+                       cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    elif name in LOCAL_RUNS:
         cmd = ["python", "bench/reproduce_seeds.py", "--run", name]
         (table41 if name == TABLE41 else tables13)(out)
     else:
@@ -168,13 +218,13 @@ def tables13(out: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--run", help=f"comma-separated run names, or 'all' ({', '.join([*LOCAL_RUNS, *RUNS])})")
+    p.add_argument("--run", help=f"comma-separated run names, or 'all' ({', '.join([*LOCAL_RUNS, *RUNS, SWEEP])})")
     p.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS, help=f"run folders (default {DEFAULT_RUNS})")
     p.add_argument("--affr", type=Path, nargs="*", help="real-sensor AFFR run folders (default runs/real_sensors*)")
     p.add_argument("--doc", type=Path, default=DOC, help=f"document to write (default {DOC.relative_to(ROOT)})")
     args = p.parse_args(argv)
     if args.run:
-        known = [*LOCAL_RUNS, *RUNS]
+        known = [*LOCAL_RUNS, *RUNS, SWEEP]
         names = known if args.run == "all" else [n.strip() for n in args.run.split(",") if n.strip()]
         unknown = [n for n in names if n not in known]
         if unknown:
@@ -185,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bench.reproduction_doc import render
 
     affr = args.affr if args.affr is not None else sorted(Path("runs").glob("real_sensors*"))
+    if (args.runs_dir / SWEEP / "sweep").is_dir():
+        affr = [*affr, args.runs_dir / SWEEP / "sweep"]
     path = render(args.runs_dir, affr, args.doc)
     print(f"Wrote {path}")
     return 0
