@@ -111,11 +111,13 @@ def section_overview(runs: Path, affr: Sequence[Path]) -> str:
             "000-sound-eps": "000 sound variant at sensible ε (Siamese)",
             "000-classical": "000 classical matcher (afis Bozorth3), paper variant, k = 1, 5, 12 probes",
             "001-fourier": "001 FIP / EMK / BEMK, paper's ε grid", "004-swp": "004 LAP / SWP / sort-SWP, ε = 1..5",
-            "002-pointset": "002 point sets on real minutiae"}
-    for name in [*rs.LOCAL_RUNS, *rs.RUNS]:
+            "002-pointset": "002 point sets on real minutiae",
+            rs.SWEEP: "003 Figures 9–10: `fedprint sweep` on real prints (5 fine-tunings of the shipped model)"}
+    for name in [*rs.LOCAL_RUNS, *rs.RUNS, rs.SWEEP]:
         s = wall(runs, name)
         total += s or 0.0
         rows.append([name, what.get(name, ""), "—" if s is None else f"{s / 60:.1f} min", command(name)])
+    affr = _lead_runs(affr)
     affr_s = sum(_affr_seconds(d) for d in affr)
     return ("## How to reproduce, and how long it takes\n\n"
             "Every number below comes from a run folder under `runs/reproduction/` (ignored by git) made by the "
@@ -124,12 +126,17 @@ def section_overview(runs: Path, affr: Sequence[Path]) -> str:
             "`fvc2002_db1_b`, `fvc2002_db3_b`: 9 + 10 + 10 = 29 fingers × 8 impressions), read from "
             "`$FEDPRINT_REAL_DATA`. Wall times on a shared 2-core machine at `nice 10` (other jobs running).\n\n"
             + table(["run", "rows", "wall time", "command"], rows)
-            + f"\nTotal of the mechanism evaluations: **{total / 60:.1f} min**. "
+            + f"\nTotal of these runs: **{total / 60:.1f} min**. "
             + ("AFFR (seed 003) real-sensor runs read: " + f"{len(affr)} folder(s), {affr_s / 3600:.1f} h recorded. "
                if affr else "The AFFR rows (seed 003) need the long real-sensor runs of its section (hours on 2 "
                "cores: federated training of every method, then the audit and the FP-DFSN sweep); not run yet. ")
             + "The classical-matcher rows are the slowest per row (~1 min each: afis extraction ≈ 1.3 s per "
             "image, Bozorth3 ≈ 0.1 s per pair), hence their smaller probe set.\n")
+
+
+def _lead_runs(affr: Sequence[Path]) -> list[Path]:
+    """The real-sensor federated runs among the AFFR folders (not this script's own sweep)."""
+    return [Path(d) for d in affr if Path(d).name.startswith("real_sensors")]
 
 
 def _affr_seconds(folder: Path) -> float:
@@ -565,8 +572,8 @@ def _fig_sweep(rows: list[dict], fig_dir: Path, name: str) -> str | None:
 
 
 def summary(runs: Path, affr: Sequence[Path]) -> str:
-    missing = [n for n in [*rs.LOCAL_RUNS, *rs.RUNS] if not (runs / n).is_dir()]
-    missing += [] if affr else ["seed 003 (AFFR on real sensors)"]
+    missing = [n for n in [*rs.LOCAL_RUNS, *rs.RUNS, rs.SWEEP] if not (runs / n).is_dir()]
+    missing += [] if _lead_runs(affr) else ["seed 003 (AFFR on real sensors)"]
     return ("## Reproduced vs not, at a glance\n\n"
             "- **Exact**: seed 000 Table 3 (the budget allocation); seed 002 Table 4.1's own synthetic setting "
             "(a simulation anyone can repeat), where our selected k is compared with the thesis's.\n"
