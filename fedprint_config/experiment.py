@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
@@ -33,7 +33,7 @@ from torch import nn
 
 from fedprint_config.federation import FederationConfig
 from fedprint_config.train import TrainConfig
-from models.preprocess import InputSpec
+from models.preprocess import NORMALIZATIONS, InputSpec
 from models.siamese import ENCODERS, new_encoder
 
 
@@ -134,7 +134,10 @@ class ModelSection:
     better per minute of CPU in our measurements).
     ``init``: initial weights of every method — ``"random"`` (default, seeded by ``run.seed``), ``"pretrained"``
     (the shipped model trained on synthetic prints only, ``models/pretrained/fedprint-synthetic.pt``; see its
-    model card) or the path of a FedPrint model file. The architecture and input pipeline must match it.
+    model card) or the path of a FedPrint model file. The architecture must match it; the input size may differ
+    (every encoder pools globally), and so may the normalisation (the weights are only a starting point then).
+    ``normalization``: ``"standardize"`` (default), ``"unit_range"`` or ``"ridge"`` (band-pass + local contrast:
+    :func:`models.preprocess.ridge_normalize`).
     """
 
     encoder: str = "compact"
@@ -142,6 +145,7 @@ class ModelSection:
     input_size: int = 128
     input_dpi: float = 250.0
     crop: str = "print"
+    normalization: str = "standardize"
     width: int = 16
     init: str = "random"
 
@@ -153,6 +157,8 @@ class ModelSection:
                              f"{self.width}")
         if self.crop not in ("print", "full"):
             raise ValueError(f"model.crop: expected 'print' or 'full', got {self.crop!r}")
+        if self.normalization not in NORMALIZATIONS:
+            raise ValueError(f"model.normalization: expected one of {NORMALIZATIONS}, got {self.normalization!r}")
         if not 50 <= self.input_dpi <= 2000:
             raise ValueError(f"model.input_dpi: expected a resolution in [50, 2000] dots per inch, got "
                              f"{self.input_dpi}")
@@ -173,9 +179,12 @@ class ModelSection:
         m = load_model(path)
         want = {"encoder": self.encoder, "embedding_dim": self.embedding_dim, "encoder_kwargs": self.encoder_kwargs()}
         got = {k: m.meta.get(k) for k in want}
-        if got != want or m.spec != self.input_spec():
+        # The input side may differ (every encoder pools globally: weights learned on 128 px crops apply to the
+        # whole print), and so may the normalisation; the resolution and crop must not.
+        mine = self.input_spec()
+        if got != want or replace(m.spec, size=mine.size, normalization=mine.normalization) != mine:
             raise ValueError(f"model.init: {path} is {got} with input {m.spec}, but the experiment asks for {want} "
-                             f"with input {self.input_spec()}")
+                             f"with input {self.input_spec()} (only the input size and normalisation may differ)")
         return m.encoder.state_dict()
 
     def new_encoder(self, seed: int) -> nn.Module:
@@ -188,7 +197,8 @@ class ModelSection:
 
     def input_spec(self, size: int | None = None) -> InputSpec:
         """The network input pipeline of these settings (``size`` overrides ``input_size``)."""
-        return InputSpec(size=int(size or self.input_size), crop=self.crop, dpi=float(self.input_dpi))
+        return InputSpec(size=int(size or self.input_size), crop=self.crop, dpi=float(self.input_dpi),
+                         normalization=self.normalization)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,10 @@ Two pipelines (``InputSpec.crop``):
   (aspect kept, border-median padding) — ridges alias away on large frames, so experiments do not use it.
 
 **Normalise** each input to zero mean and unit variance over its S x S pixels (``"standardize"``, default; a
-constant image maps to zeros) or map the byte range linearly to [-1, 1] (``"unit_range"``).
+constant image maps to zeros), map the byte range linearly to [-1, 1] (``"unit_range"``), or keep only the ridge
+pattern (``"ridge"``, :func:`ridge_normalize`): a band-pass around the ridge frequency followed by local contrast
+normalisation, so that what differs between sensors and between synthetic and real prints — background level and
+gradients, contrast, dryness / wetness, blur below the ridge scale — is removed before the network sees the print.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import torch
 
 from models.ridges import segment_print
 
-NORMALIZATIONS = ("standardize", "unit_range")
+NORMALIZATIONS = ("standardize", "unit_range", "ridge")
 CROPS = ("print", "full")
 #: Standard deviations below this (in grey levels) count as a constant image in ``"standardize"``.
 _STD_FLOOR = 1e-6
@@ -86,7 +89,9 @@ class InputSpec:
 def describe(spec: InputSpec) -> dict:
     """Everything about the input pipeline a run must record to be reproducible (JSON-serialisable)."""
     norm = {"standardize": "per image (x - mean) / std over all S*S pixels incl. padding; std<1e-6 -> zeros",
-            "unit_range": "x / 127.5 - 1 (uint8 [0, 255] -> [-1, 1])"}[spec.normalization]
+            "unit_range": "x / 127.5 - 1 (uint8 [0, 255] -> [-1, 1])",
+            "ridge": "models.preprocess.ridge_normalize: DoG band-pass G(0.6s) - G(3.2s), / local RMS (4s px, "
+                     "floored at 1/4 of its 90th percentile), clip [-3, 3]; s = dpi / 250"}[spec.normalization]
     common = {"size": int(spec.size), "crop": spec.crop, "normalization": spec.normalization,
               "normalization_formula": norm, "input_dtype": "uint8, 2-D (H, W), with its dpi",
               "output": f"torch.float32, shape (N, 1, {spec.size}, {spec.size})"}
@@ -199,10 +204,48 @@ def print_coverage(image: np.ndarray, spec: InputSpec, dpi: float | None = None)
     return float(inside.mean()), float(inside.sum() / mask.sum()) if mask.any() else 0.0
 
 
+def ridge_normalize(crop: np.ndarray, dpi: float = 250.0) -> np.ndarray:
+    """Sensor-independent ridge pattern of one grayscale crop at ``dpi``: float32, about unit local contrast.
+
+    1. **Band-pass** (difference of Gaussians) around the ridge frequency: ``G(0.6 s) - G(3.2 s)`` with
+       ``s = dpi / 250`` (pixels). At 250 dpi the ridge period is ~4.5 px (9 px at 500 dpi): the narrow Gaussian
+       removes pixel noise, the wide one (period ~20 px passes at half amplitude) the background and its gradients.
+    2. **Local contrast normalisation**: divide by the local RMS of the band-passed image (Gaussian window of
+       ``4 s`` px), floored at a quarter of its 90th percentile (and at one grey level) so flat background is
+       not blown up into noise.
+    3. Clip to [-3, 3] (a dust speck or a crease edge cannot dominate the input).
+
+    Parameters
+    ----------
+    crop : ndarray, uint8, shape (S, S)
+    dpi : float
+        Working resolution of the crop (``InputSpec.dpi``; default 250).
+
+    Returns
+    -------
+    ndarray, float32, shape (S, S)
+        About zero (< 1e-3) where the crop is constant (padding, blank images).
+
+    References
+    ----------
+    .. [1] L. Hong, Y. Wan, A. K. Jain, "Fingerprint image enhancement: algorithm and performance evaluation",
+       IEEE TPAMI 20(8), 1998 (normalisation before ridge filtering).
+    """
+    s = float(dpi) / 250.0
+    f = crop.astype(np.float32)
+    band = cv2.GaussianBlur(f, (0, 0), 0.6 * s) - cv2.GaussianBlur(f, (0, 0), 3.2 * s)
+    rms = np.sqrt(cv2.GaussianBlur(band * band, (0, 0), 4.0 * s))
+    floor = max(0.25 * float(np.percentile(rms, 90)), 1.0)  # below one grey level: quantisation noise
+    return np.clip(band / np.maximum(rms, floor), -3.0, 3.0).astype(np.float32)
+
+
 def normalize(crops: np.ndarray, spec: InputSpec) -> torch.Tensor:
     """uint8 (N, S, S) crops -> float32 (N, 1, S, S) network input (``spec.normalization``)."""
     batch = np.asarray(crops).astype(np.float32)
-    if spec.normalization == "standardize":
+    if spec.normalization == "ridge":
+        dpi = float(spec.dpi) if spec.crop == "print" else 250.0
+        batch = np.stack([ridge_normalize(c, dpi) for c in np.asarray(crops)]) if len(batch) else batch
+    elif spec.normalization == "standardize":
         mean = batch.mean(axis=(1, 2), keepdims=True)
         std = batch.std(axis=(1, 2), keepdims=True)
         scaled = (batch - mean) / np.maximum(std, _STD_FLOOR)

@@ -134,3 +134,15 @@ def test_app_settings_one_validator_none_for_unset():
         server_settings({"step": -1.0})
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['stepp'\]"):
         client_settings({"stepp": 0.5})
+
+
+def test_pretrained_init_may_change_input_size_and_normalisation_not_resolution():
+    """Fine-tuning the shipped model on whole prints (another input size) or on ridge-normalised inputs is
+    allowed; another working resolution or crop is refused with both pipelines named."""
+    ok = parse_config({"model": {"init": "pretrained", "input_size": 192, "normalization": "ridge"}})
+    assert ok.model.new_encoder(0) is not None and ok.model.input_spec().normalization == "ridge"
+    bad = parse_config({"model": {"init": "pretrained", "input_dpi": 500.0}})
+    with pytest.raises(ValueError, match="only the input size and normalisation may differ"):
+        bad.model.new_encoder(0)
+    with pytest.raises(ValueError, match="model.normalization: expected one of"):
+        parse_config({"model": {"normalization": "zscore"}})

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.preprocess import InputSpec, describe, prepare, print_coverage, to_tensor_batch
+from models.preprocess import InputSpec, describe, prepare, print_coverage, ridge_normalize, to_tensor_batch
 from models.ridges import ridge_period, segment_print
 
 #: Real samples beside the repository (../shared/data/real), absent outside this workplace.
@@ -176,3 +176,31 @@ def test_real_socofing_crops_keep_ridges():
 
     paths = sorted((REAL / "socofing_sample" / "Real").glob("*.BMP"))
     _check_crops([read_gray(p) for p in paths], LAYOUT_DPI["socofing"])
+
+
+def _stripes(size: int = 96, period: float = 4.5, angle: float = 0.6) -> np.ndarray:
+    yy, xx = np.mgrid[:size, :size].astype(np.float32)
+    return np.cos(2 * np.pi * (xx * np.cos(angle) + yy * np.sin(angle)) / period)
+
+
+def test_ridge_normalization_removes_contrast_background_and_gradient():
+    """Two 'sensors' seeing one ridge pattern — one dark and low-contrast on a bright gradient, one
+    high-contrast — give nearly the same ridge input; standardisation alone leaves them apart."""
+    ridges = _stripes()
+    yy = np.mgrid[:96, :96][0].astype(np.float32)
+    a = np.clip(128 + 100 * ridges, 0, 255).astype(np.uint8)
+    b = np.clip(60 + 0.8 * yy + 25 * ridges, 0, 255).astype(np.uint8)  # dim, low contrast, background gradient
+    ra, rb = ridge_normalize(a), ridge_normalize(b)
+    inner = (slice(12, -12), slice(12, -12))
+    assert np.corrcoef(ra[inner].ravel(), rb[inner].ravel())[0, 1] > 0.97
+    assert np.abs(ra[inner] - rb[inner]).mean() < 0.15
+    sa = to_tensor_batch([a, b], InputSpec(size=96))[:, 0].numpy()
+    assert np.abs(sa[0][inner] - sa[1][inner]).mean() > 3 * np.abs(ra[inner] - rb[inner]).mean()
+
+
+def test_ridge_normalization_of_blank_and_of_a_batch():
+    assert np.abs(ridge_normalize(np.full((64, 64), 200, np.uint8))).max() < 1e-3
+    x = to_tensor_batch([np.clip(128 + 100 * _stripes(), 0, 255).astype(np.uint8)],
+                        InputSpec(size=96, crop="print", normalization="ridge"), 500.0)
+    assert x.shape == (1, 1, 96, 96) and x.dtype == torch.float32 and float(x.abs().max()) <= 3.0
+    assert "band-pass" in describe(InputSpec(normalization="ridge"))["normalization_formula"]
