@@ -2,6 +2,11 @@
 
 A process killed mid-write never leaves a truncated JSON, CSV, report or checkpoint behind: readers see either
 the old file or the new one. Used by run directories, the generator's manifests and checkpoints.
+
+Permissions: ``tempfile.mkstemp`` creates its file with mode 0600, which ``os.replace`` would carry over to the
+result — a generated dataset then cannot be read by any other user, e.g. the ClientApp container that runs as
+uid 49999 and mounts the folder read-only. :func:`temp_file_beside` gives the temporary file the mode a plain
+``open(path, "w")`` would: 0666 minus the umask (0644 by default; ``umask 077`` keeps a user's files private).
 """
 
 from __future__ import annotations
@@ -28,11 +33,41 @@ def _default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
+def creation_mode() -> int:
+    """The permission bits ``open(path, "w")`` gives a new file: 0666 minus the process umask."""
+    try:  # Linux >= 4.7 reports the umask without changing it (os.umask would, for every thread)
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def temp_file_beside(path: str | Path, suffix: str = "") -> tuple[int, str]:
+    """``(fd, name)`` of a new temporary file in ``path``'s folder with mode :func:`creation_mode`.
+
+    For an atomic replace of ``path`` (``os.replace(name, path)``): the result has the permissions a plain
+    ``open(path, "w")`` gives, not ``mkstemp``'s 0600.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    try:
+        os.fchmod(fd, creation_mode())
+    except BaseException:
+        os.close(fd)
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return fd, tmp
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (parents created)."""
+    """Write ``data`` to ``path`` atomically (parents created; mode as :func:`temp_file_beside`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = temp_file_beside(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -20,8 +20,12 @@ Contents (``FORMAT`` = ``"fedprint-model/1"``):
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
+import json
 import math
+import urllib.parse
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,9 +94,44 @@ def model_bytes(encoder: nn.Module, *, encoder_name: str, embedding_dim: int, sp
     return buf.getvalue()
 
 
+def _installed_pretrained() -> list[Path]:
+    """Where the installed ``fedprint`` distribution keeps the shipped model (wheel install, editable install)."""
+    try:
+        dist = importlib.metadata.distribution("fedprint")
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    rel = f"models/pretrained/{PRETRAINED}"
+    found = [Path(str(dist.locate_file(rel)))]
+    try:  # editable install: the source folder (PEP 610 direct_url.json)
+        direct = json.loads(dist.read_text("direct_url.json") or "{}")
+    except ValueError:
+        direct = {}
+    url = urllib.parse.urlparse(str(direct.get("url", "")))
+    if direct.get("dir_info", {}).get("editable") and url.scheme == "file":
+        found.append(Path(urllib.request.url2pathname(url.path)) / rel)
+    return found
+
+
 def pretrained_path() -> Path:
-    """Path of the shipped model file (package data of :mod:`models`)."""
-    return Path(__file__).resolve().parent / "pretrained" / PRETRAINED
+    """Path of the shipped model file (package data of :mod:`models`).
+
+    Looked for next to this module (a checkout, an installed package), then in the installed ``fedprint``
+    distribution. The second is the deployment route: a Flower app bundle (FAB) carries only ``*.py, *.toml,
+    *.md, *.yaml, *.json, LICENSE``, and Flower imports the ServerApp / ClientApp from the FAB's folder, where
+    the model file is not; the SuperExec image (docker/Dockerfile) has FedPrint installed, model included.
+
+    Raises
+    ------
+    FileNotFoundError
+        Naming every place looked in, if none holds the file.
+    """
+    candidates = [Path(__file__).resolve().parent / "pretrained" / PRETRAINED, *_installed_pretrained()]
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"shipped model {PRETRAINED} not found in {', '.join(map(str, candidates))}: install "
+                            "FedPrint (pip install .) where the ServerApp and ClientApps run, or set model.init to "
+                            "a model file")
 
 
 def weighted_threshold(thresholds: Sequence[float], weights: Sequence[float]) -> float | None:

@@ -15,12 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from data.atomic_io import temp_file_beside
 from privacy.fpdfsn import FPDFSNParams, FPDFSNResult, _check_image, fpdfsn
 
 #: Bumped when the stored format or the FP-DFSN computation changes, so stale entries are not reused.
@@ -140,7 +140,7 @@ class FPDFSNCache:
         path = self._path(key)
         if path is None:
             return
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{key}.", suffix=".npz.tmp")
+        fd, tmp = temp_file_beside(path, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as fh:
                 np.savez_compressed(

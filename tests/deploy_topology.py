@@ -10,7 +10,10 @@ service's exact ``command`` with the executable its image would run (``flwr/<x>:
   under the scratch folder; the paths of a service's
   *clients* count too (the SuperNode's ``data-dir='/data'`` is read by the ClientApp SuperExec that mounts it);
 * the working directory -> a fresh folder per service, in which mounts under ``working_dir`` are symlinks;
-* each service gets its own ``FLWR_HOME`` (each container has its own), so FABs are installed per service.
+* each service gets its own ``FLWR_HOME`` (each container has its own), so FABs are installed per service;
+* one-shot init steps (services others wait for with ``condition: service_completed_successfully``, e.g. the
+  chown of the SuperLink's state volume to the image user) are not started: local processes run as the current
+  user, who owns the folders already.
 
 Compose semantics implemented: ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``, ``$$`` interpolation; YAML
 anchors / merge keys; override files (``command`` / ``entrypoint`` replaced, ``volumes`` merged by target).
@@ -132,6 +135,13 @@ def service_entrypoint(svc: Mapping[str, Any], project_dir: Path) -> list[str]:
     return [f"flower-{m.group(1)}"]
 
 
+def init_steps(compose: Mapping[str, Any]) -> set[str]:
+    """Services that others wait for with ``condition: service_completed_successfully`` (one-shot init steps)."""
+    return {dep for svc in compose["services"].values() if isinstance(svc.get("depends_on"), dict)
+            for dep, cond in svc["depends_on"].items()
+            if (cond or {}).get("condition") == "service_completed_successfully"}
+
+
 def service_command(svc: Mapping[str, Any]) -> list[str]:
     cmd = svc.get("command", [])
     return shlex.split(cmd) if isinstance(cmd, str) else [str(c) for c in cmd]
@@ -211,7 +221,8 @@ def local_services(compose: Mapping[str, Any], *, project_dir: str | Path, bin_d
         Default: a free port for every entry of :func:`listen_ports`.
     """
     project_dir, bin_dir, workdir = Path(project_dir).resolve(), Path(bin_dir), Path(workdir)
-    services = compose["services"]
+    skip = init_steps(compose)
+    services = {name: svc for name, svc in compose["services"].items() if name not in skip}
     needed = listen_ports(compose)
     ports = dict(ports) if ports is not None else dict(zip(needed, free_ports(len(needed)), strict=True))
     missing = [p for p in needed if p not in ports]
@@ -264,7 +275,7 @@ def local_services(compose: Mapping[str, Any], *, project_dir: str | Path, bin_d
         env.update({"FLWR_HOME": str(root / "flwr-home"), "PYTHONUNBUFFERED": "1"})
         deps = svc.get("depends_on", [])
         out[name] = LocalService(name=name, argv=[exe, *entry[1:], *args], cwd=cwd, env=env,
-                                 depends_on=list(deps) if isinstance(deps, list) else list(deps))
+                                 depends_on=[d for d in deps if d not in skip])
     return out
 
 

@@ -28,6 +28,7 @@ from tests.deploy_topology import (
     LocalService,
     ProcessGroup,
     free_ports,
+    init_steps,
     listen_ports,
     load_compose,
     local_services,
@@ -59,8 +60,8 @@ def test_compose_topology_and_pinned_images():
 
     model = load_compose(COMPOSE, env={})
     services = model["services"]
-    assert set(services) == {"superlink", "serverapp", *(f"supernode-{i}" for i in INSTITUTIONS),
-                             *(f"clientapp-{i}" for i in INSTITUTIONS)}
+    assert set(services) == {"superlink-state-init", "superlink", "serverapp",
+                             *(f"supernode-{i}" for i in INSTITUTIONS), *(f"clientapp-{i}" for i in INSTITUTIONS)}
     version = flwr.__version__
     assert services["superlink"]["image"] == f"flwr/superlink:{version}"
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
@@ -104,7 +105,9 @@ def test_every_flag_is_accepted_by_the_installed_flower(overlay):
                "flower-superexec": superexec_parser()}
     files = (COMPOSE, TLS) if overlay else (COMPOSE,)
     model = load_compose(*files, env={})
-    for svc in model["services"].values():
+    for name, svc in model["services"].items():
+        if name in init_steps(model):
+            continue
         exe = service_entrypoint(svc, ROOT)[0]
         args = parsers[exe].parse_args([str(a) for a in svc["command"]])  # SystemExit on an unknown flag
         if exe == "flower-superlink":
@@ -374,6 +377,32 @@ def test_compose_topology_runs_two_affr_rounds(tmp_path):
 
 
 @pytest.mark.slow
+def test_readme_demo_experiment_starts_from_the_shipped_model(tmp_path):
+    """The README's `flwr run . fedprint --run-config "experiment='demo' min-nodes=3"` in deployment: demo has
+    ``init = "pretrained"``, and the shipped model is not in the FAB the ServerApp is imported from (it failed with
+    ``FileNotFoundError: model file not found: .../.flwr/apps/fedprint.../models/pretrained/...``)."""
+    from fedprint_config.experiment import read_toml
+
+    t0 = time.monotonic()
+    assert read_toml(ROOT / "experiments" / "demo.toml")["model"]["init"] == "pretrained"
+    _write_institutions(tmp_path, fingers=12)
+    topo = Topology(tmp_path)
+    try:
+        topo.start(start_order(topo.services))
+        _federation(topo.flwr_home, topo.port, None)
+        run_id = topo.submit(Path("demo"), "num-server-rounds=1 timeout=300")
+        _wait_finished(topo.flwr_home, run_id, 600, topo.group)
+        (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.name.startswith("demo-affr-")]
+        final = json.loads((run_dir / "final.json").read_text())
+        assert {c["client"] for c in final["clients"]} == set(INSTITUTIONS) and not final["problems"], final
+        assert [r["train_ok"] for r in json.loads((run_dir / "rounds.json").read_text())] == [3]
+        assert "model file not found" not in topo.group.log("serverapp")
+    finally:
+        topo.group.stop()
+    print(f"[timing] demo experiment (pretrained init) in deployment: {time.monotonic() - t0:.1f} s")
+
+
+@pytest.mark.slow
 def test_tls_and_supernode_auth(tmp_path):
     t0 = time.monotonic()
     _write_institutions(tmp_path)
@@ -547,10 +576,33 @@ def test_compose_files_validate_with_a_real_compose_implementation(tmp_path, ove
     ours = load_compose(COMPOSE, *([TLS] if overlay else []), env={**os.environ, **_data_env(tmp_path)})["services"]
     assert set(resolved) == set(ours)
     for name, svc in ours.items():  # the local runner's reading of the files is the compose tool's
-        assert [str(a) for a in resolved[name]["command"]] == [str(a) for a in svc["command"]], name
+        assert [str(a) for a in resolved[name].get("command", [])] == [str(a) for a in svc.get("command", [])], name
         targets = {str(v).split(":")[1] if isinstance(v, str) else v["target"]
                    for v in resolved[name].get("volumes", [])}
         assert targets == {str(v).split(":")[1] for v in svc.get("volumes", [])}, name
+
+
+def test_named_volumes_are_handed_to_the_image_user():
+    """Docker creates a named volume owned by root; the Flower images run as uid 49999 (user ``app``): the
+    SuperLink crash-looped on ``sqlite3.OperationalError: unable to open database file`` before an init step
+    (as root) chowned the volume. Every named volume of a Flower / app service must be handed over first."""
+    model = load_compose(COMPOSE, TLS, env={})
+    svc = model["services"]
+    once = init_steps(model)
+    named = set(model["volumes"])
+    for name, s in svc.items():
+        if name in once:
+            continue
+        for spec in s.get("volumes", []):
+            vol, target = str(spec).split(":")[:2]
+            if vol not in named:
+                continue
+            preps = [d for d in (s.get("depends_on") or {}) if d in once]
+            handed = [d for d in preps if f"{vol}:{target}" in svc[d]["volumes"]
+                      and svc[d]["entrypoint"] == ["chown", "-R", "49999:49999", target]
+                      and str(svc[d].get("user")) in ("0", "0:0", "root")]
+            assert handed, f"{name}: named volume {vol} at {target} is root-owned for uid 49999"
+    assert svc["superlink-state-init"]["image"] == svc["superlink"]["image"]  # no extra image to pull
 
 
 def test_compose_hardening():
@@ -563,10 +615,15 @@ def test_compose_hardening():
     assert "superlink-state:/state" in svc["superlink"]["volumes"] and "superlink-state" in model["volumes"]
     cmd = [str(a) for a in svc["superlink"]["command"]]
     assert cmd[cmd.index("--database") + 1].startswith("/state/")
+    once = init_steps(model)
+    assert once == {"superlink-state-init"}
     for name, s in svc.items():
-        assert s.get("restart") == "unless-stopped", name
+        assert s.get("restart") == ("no" if name in once else "unless-stopped"), name
         for dep, cond in (s.get("depends_on") or {}).items():
-            assert cond == {"condition": "service_healthy"} and "healthcheck" in svc[dep], (name, dep)
+            if dep in once:
+                assert cond == {"condition": "service_completed_successfully"}, (name, dep)
+            else:
+                assert cond == {"condition": "service_healthy"} and "healthcheck" in svc[dep], (name, dep)
     for inst in INSTITUTIONS:
         assert svc[f"clientapp-{inst}"]["networks"] == [inst]  # sees only its own SuperNode
         assert set(svc[f"supernode-{inst}"]["networks"]) == {"consortium", inst}

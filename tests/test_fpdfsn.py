@@ -223,6 +223,9 @@ def test_cache_hit_identical_and_no_recompute(tmp_path):
     np.testing.assert_array_equal(c.minutiae, a.minutiae)
     assert c.n_minutiae == a.n_minutiae
     assert not list(tmp_path.glob("*.tmp"))
+    from data.atomic_io import creation_mode  # not mkstemp's 0600: a cache shared like any other file
+
+    assert {f.stat().st_mode & 0o777 for f in tmp_path.glob("*.npz")} == {creation_mode()}
     # a different seed or params is a miss and differs
     d = cache.get_or_compute(img, p, 8)
     cache.get_or_compute(img, FPDFSNParams(beta=0.4), 7)

@@ -45,3 +45,31 @@ def test_weighted_threshold():
     assert weighted_threshold([0.5, 1.0], [100, 300]) == pytest.approx(0.875)
     assert weighted_threshold([float("nan"), 0.4], [10, 10]) == pytest.approx(0.4)
     assert weighted_threshold([], []) is None
+
+
+def test_shipped_model_reaches_apps_imported_from_a_fab(tmp_path):
+    """Deployment: Flower installs the app bundle (FAB) and imports the ServerApp / ClientApp from its folder,
+    first on sys.path. A FAB carries only *.py, *.toml, *.md, *.yaml, *.json and LICENSE, so the shipped model
+    must come from the installed FedPrint (the SuperExec image has it), as ``init = "pretrained"`` needs."""
+    import importlib.metadata
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from flwr.cli.build import build_fab_from_disk
+    from flwr.cli.install import install_from_fab
+
+    try:
+        importlib.metadata.distribution("fedprint")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("FedPrint is not installed (pip install -e .): no installed copy of the shipped model")
+    root = Path(__file__).resolve().parents[1]
+    app_dir = install_from_fab(build_fab_from_disk(root), tmp_path / "flwr-home", skip_prompt=True)
+    assert (app_dir / "models" / "model_file.py").is_file() and not list(app_dir.rglob("*.pt"))
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import models.model_file as m; "
+            "assert m.__file__.startswith(sys.argv[1]), m.__file__; p = m.pretrained_path(); "
+            "assert not str(p).startswith(sys.argv[1]); m.load_model(p); print(p)")
+    out = subprocess.run([sys.executable, "-c", code, str(app_dir)], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert Path(out.stdout.strip()).name == "fedprint-synthetic.pt"

@@ -34,3 +34,23 @@ def test_new_run_dir_is_unique(tmp_path):
 def test_markdown_table():
     out = markdown_table([{"m": "x", "acc": 0.123456}])
     assert "| m | acc |" in out and "0.1235" in out
+
+
+def test_written_files_are_readable_by_other_users(tmp_path):
+    """mkstemp's 0600 must not reach the result: a ClientApp container (uid 49999) reads the data read-only."""
+    import os
+
+    from data.atomic_io import atomic_write_bytes, creation_mode
+
+    old = os.umask(0o022)
+    try:
+        assert creation_mode() == 0o644
+        for path in (write_json(tmp_path / "a.json", {"x": 1}), write_csv(tmp_path / "b.csv", [{"x": 1}]),
+                     atomic_write_bytes(tmp_path / "sub" / "c.bin", b"x")):
+            assert path.stat().st_mode & 0o777 == 0o644, path
+        write_json(tmp_path / "a.json", {"x": 2})  # a replace, too
+        assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644
+        os.umask(0o077)  # a user who wants private files says so with the umask, as for any other program
+        assert write_json(tmp_path / "p.json", {}).stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)

@@ -136,3 +136,22 @@ def test_finger_records_in_memory(socofing):
     recs = finger_records(socofing, 4, 3, seed=0)
     assert [r.impression for r in recs] == [0, 1, 2] and {r.identity for r in recs} == {"f00004"}
     assert recs[0].image.shape == socofing.output_size
+
+
+def test_generated_dataset_is_readable_by_the_container_user(tmp_path, socofing):
+    """`fedprint data synth` output mounted read-only into a ClientApp container that runs as another uid."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        out = generate_dataset(socofing, fingers=2, impressions=2, seed=1, out=tmp_path / "d", workers=1,
+                               progress=False)
+    finally:
+        os.umask(old)
+    paths = [out, *out.rglob("*")]
+    assert any(p.name == "manifest.json" for p in paths) and any(p.suffix == ".png" for p in paths)
+    for p in paths:
+        mode = p.stat().st_mode
+        assert mode & stat.S_IROTH, f"{p}: {stat.filemode(mode)} is not readable by others"
+        assert not p.is_dir() or mode & stat.S_IXOTH, f"{p}: {stat.filemode(mode)} cannot be entered by others"
