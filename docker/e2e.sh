@@ -48,8 +48,6 @@ LOGS=$E2E_WORK/logs
 export DOCKER_CONFIG=$E2E_CACHE/docker-config
 export FLWR_HOME=$E2E_WORK/flwr-home
 export FEDPRINT_RUNS=$E2E_WORK/runs FEDPRINT_CERTS=$E2E_WORK/certs
-export HOSPITAL_A_DATA=$E2E_WORK/institutions/hospital-a LAB_B_DATA=$E2E_WORK/institutions/lab-b \
-       AGENCY_C_DATA=$E2E_WORK/institutions/agency-c
 export PYTHONPATH=$ROOT PYTHONUNBUFFERED=1 FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
 
 T0=$(date +%s)
@@ -65,9 +63,10 @@ step() { CURRENT_STEP=$1; say "== $1"; }
 run() {
     local limit=$1; shift
     local log="$LOGS/${CURRENT_STEP// /_}.log"
+    local rc=0
     echo "+ $*" >>"$log"
-    if ! timeout --kill-after=20 "$limit" "$@" >>"$log" 2>&1; then
-        local rc=$?
+    timeout --kill-after=20 "$limit" "$@" >>"$log" 2>&1 || rc=$?
+    if [ "$rc" != 0 ]; then
         tail -n 40 "$log" >&2
         [ "$rc" = 124 ] && die "timed out after ${limit} s: $* (log: $log)"
         die "exit $rc: $* (log: $log)"
@@ -252,7 +251,7 @@ compose() {
 }
 container() {  # container id of a service
     # shellcheck disable=SC2086
-    timeout 60 $2 -p "$1" $3 ps -q "$4"
+    timeout 60 $2 -p "$1" $3 ps -q "$4" 2>/dev/null || true
 }
 wait_healthy() {  # wait_healthy PROJECT TOOL FILES LIMIT SERVICE...
     local project=$1 tool=$2 files=$3 limit=$4; shift 4
@@ -260,7 +259,9 @@ wait_healthy() {  # wait_healthy PROJECT TOOL FILES LIMIT SERVICE...
     for svc in "$@"; do
         while :; do
             id=$(container "$project" "$tool" "$files" "$svc")
-            status=$( [ -n "$id" ] && docker inspect -f '{{.State.Status}}/{{if .State.Health}}{{.State.Health.Status}}{{end}}' "$id")
+            status=""
+            [ -z "$id" ] || status=$(docker inspect -f \
+                '{{.State.Status}}/{{if .State.Health}}{{.State.Health.Status}}{{end}}' "$id" 2>/dev/null || true)
             [ "$status" = "running/healthy" ] && break
             [ "$(date +%s)" -lt "$deadline" ] || die "$svc is not healthy after $limit s (state: ${status:-no container})"
             sleep 3
@@ -302,14 +303,18 @@ check() { "$PY" docker/ci/e2e_checks.py "$@" || die "check failed: e2e_checks.py
 
 # ------------------------------------------------------------------------------------------------- data
 step "data"
+# Deterministic (profile, size, seed): kept in the cache, so a warm run generates nothing (`data synth` resumes
+# or skips a complete dataset).
+data_root=$E2E_CACHE/institutions-${E2E_FINGERS:-12}x${E2E_IMPRESSIONS:-4}
 for i in 0 1 2; do
     inst=${INSTITUTIONS[$i]}
     profile=$(echo socofing casia nist_sd10 | cut -d' ' -f$(( i + 1 )))
-    run 600 nice -n 10 "$PY" fedprint_cli.py data synth --profile "$profile" --fingers "${E2E_FINGERS:-16}" \
-        --impressions "${E2E_IMPRESSIONS:-5}" --seed "$(( 100 + i ))" --out "$E2E_WORK/institutions/$inst" --quiet
+    run 900 nice -n 10 "$PY" fedprint_cli.py data synth --profile "$profile" --fingers "${E2E_FINGERS:-12}" \
+        --impressions "${E2E_IMPRESSIONS:-4}" --seed "$(( 100 + i ))" --out "$data_root/$inst" --quiet
 done
+export HOSPITAL_A_DATA=$data_root/hospital-a LAB_B_DATA=$data_root/lab-b AGENCY_C_DATA=$data_root/agency-c
 # What a ClientApp (uid 49999, read-only mount) needs: every file readable, every folder searchable by others.
-unreadable=$(find "$E2E_WORK/institutions" \( -type f ! -perm -o=r \) -o \( -type d ! -perm -o=rx \) | head -3)
+unreadable=$(find "$data_root" \( -type f ! -perm -o=r \) -o \( -type d ! -perm -o=rx \) | head -3)
 [ -z "$unreadable" ] || die "fedprint data synth wrote files the container user cannot read: $unreadable"
 mkdir -p "$FEDPRINT_RUNS" "$FLWR_HOME"
 chown 49999:49999 "$FEDPRINT_RUNS"   # README: the ServerApp container user must be able to write run directories
@@ -344,13 +349,14 @@ step "README run (insecure)"
 FLWR_LIMIT=1500 flwr_cli run . fedprint --run-config "experiment='demo' min-nodes=3" --stream
 run_id=$(flwr_json ls fedprint | "$PY" -c 'import json,sys; print(max(json.load(sys.stdin)["runs"], key=lambda r: int(r["run-id"]))["run-id"])') \
     || die "flwr ls fedprint did not list the run"
-status=$(wait_run "$run_id" fedprint 300)
+status=$(wait_run "$run_id" fedprint 1500)  # `--stream` may end before the run does
 [ "$status" = "finished:completed" ] || die "README run $run_id ended $status"
 check final "$FEDPRINT_RUNS" demo-affr- "${INSTITUTIONS[@]}"
 say "README run $run_id: $status, three institutions aggregated, no problems"
+readme_run=$run_id
 
 step "fault: SuperNode killed mid-run"
-run_id=$(submit fedprint "experiment='demo' min-nodes=2 timeout=90 run-dir='runs/fault'")
+run_id=$(submit fedprint "experiment='demo' num-server-rounds=2 min-nodes=2 timeout=90 run-dir='runs/fault'")
 wait_file "$FEDPRINT_RUNS/fault/rounds.json" 900
 docker kill "$(container $P $TOOL "$FILES" supernode-agency-c)" >>"$LOGS/fault.log" 2>&1 || die "docker kill failed"
 say "killed supernode-agency-c after round 1 of run $run_id"
@@ -361,23 +367,26 @@ compose $P $TOOL "$FILES" up -d --no-build   # back to three institutions
 wait_healthy $P $TOOL "$FILES" 180 supernode-agency-c
 
 step "fault: SuperLink restarted mid-run"
-first=$run_id
-run_id=$(submit fedprint "experiment='demo' min-nodes=3 run-dir='runs/resume'")
+killed_run=$run_id
+run_id=$(submit fedprint "experiment='demo' num-server-rounds=2 min-nodes=3 run-dir='runs/resume'")
 wait_file "$FEDPRINT_RUNS/resume/rounds.json" 900
 compose $P $TOOL "$FILES" restart superlink
 wait_healthy $P $TOOL "$FILES" 180 superlink "${INSTITUTIONS[@]/#/supernode-}"
 # The runs are in the SuperLink's database on the volume: both earlier runs are still listed.
 listed=$(flwr_json ls fedprint) || die "flwr ls after the SuperLink restart failed"
-for id in "$first" "$run_id"; do
+for id in "$readme_run" "$killed_run" "$run_id"; do
     grep -q "\"$id\"\|: $id[,}]" <<<"$listed" || die "run $id is gone after the SuperLink restart: $listed"
 done
-# The interrupted run cannot reach its ServerApp any more; stop it and submit again on the same run directory.
-timeout 120 "$FLWR" stop "$run_id" fedprint >>"$LOGS/flwr.log" 2>&1 || true
-resumed=$(submit fedprint "experiment='demo' min-nodes=3 run-dir='runs/resume'")
+# The operator stops the interrupted run and submits it again on the same run directory: it resumes from the
+# checkpoint of the last completed round.
+flwr_cli stop "$run_id" fedprint
+status=$(wait_run "$run_id" fedprint 300)
+say "interrupted run $run_id: $status"
+resumed=$(submit fedprint "experiment='demo' num-server-rounds=2 min-nodes=3 run-dir='runs/resume'")
 status=$(wait_run "$resumed" fedprint 1500)
 [ "$status" = "finished:completed" ] || die "resumed run $resumed ended $status"
-docker logs "$(container $P $TOOL "$FILES" serverapp)" >"$LOGS/serverapp.log" 2>&1
-check resumed "$FEDPRINT_RUNS/resume" "$LOGS/serverapp.log" "${INSTITUTIONS[@]}"
+timeout 120 "$FLWR" log "$resumed" fedprint --show >"$LOGS/resumed-run.log" 2>&1 || true
+check resumed "$FEDPRINT_RUNS/resume" "$LOGS/resumed-run.log" "${INSTITUTIONS[@]}"
 compose $P $TOOL "$FILES" down -v --remove-orphans --timeout 10
 STACKS=()
 
@@ -411,10 +420,11 @@ grep -q "Failed to activate SuperNode" "$LOGS/intruder.log" || die "intruder ref
 say "unregistered key refused: $(grep -m1 'Failed to activate SuperNode' "$LOGS/intruder.log")"
 
 step "README run (TLS)"
-FLWR_LIMIT=1500 flwr_cli run . fedprint-tls --run-config "experiment='demo' min-nodes=3" --stream
+# One round: what this stack adds is TLS and node authentication (the rounds themselves ran above).
+FLWR_LIMIT=1500 flwr_cli run . fedprint-tls --run-config "experiment='demo' min-nodes=3 num-server-rounds=1" --stream
 run_id=$(flwr_json ls fedprint-tls | "$PY" -c 'import json,sys; print(max(json.load(sys.stdin)["runs"], key=lambda r: int(r["run-id"]))["run-id"])') \
     || die "flwr ls fedprint-tls did not list the run"
-status=$(wait_run "$run_id" fedprint-tls 300)
+status=$(wait_run "$run_id" fedprint-tls 1500)
 [ "$status" = "finished:completed" ] || die "TLS run $run_id ended $status"
 check final "$FEDPRINT_RUNS" demo-affr- "${INSTITUTIONS[@]}"
 say "TLS run $run_id: $status, three institutions aggregated, no problems"

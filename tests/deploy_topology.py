@@ -1,7 +1,8 @@
 """docker-compose.yml as local processes: the same commands and flags, service names mapped to 127.0.0.1.
 
-There is no Docker engine on the development machines, so the deployment is proven by running each compose
-service's exact ``command`` with the executable its image would run (``flwr/<x>:<ver>`` -> ``flower-<x>``; a
+The containers themselves run in the CI container stage (``docker/e2e.sh``); these tests prove the same
+deployment on any machine, without a Docker engine, by running each compose service's exact ``command`` with the
+executable its image would run (``flwr/<x>:<ver>`` -> ``flower-<x>``; a
 ``build`` service -> the ``ENTRYPOINT`` of its Dockerfile), rewritten only where containers and loopback differ:
 
 * ``<service>:<port>`` -> ``127.0.0.1:<free port>`` and a service's own ``--port N`` -> that free port
