@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("data.cli", "synthetic fingerprints and dataset tools"),
     "publish": ("privacy.publish_cli", "DP-publish one fingerprint image or its minutiae (through a ledger)"),
     "publish-eval": ("privacy.publish_cli", "usability benchmark of the publication mechanisms"),
+    "ledger": ("privacy.ledger_cli", "inspect a privacy ledger: balance per finger, releases, remaining budget"),
     "audit": ("attacks.cli", "privacy attacks (gradient inversion, imprint, membership inference) on a run"),
 }
 LOG_LEVELS = ("debug", "info", "warning", "error")

@@ -33,9 +33,28 @@ or ``r = ledger.reserve(...)`` (checks, raises :class:`BudgetExceeded`) → run 
 
 Persistence: one JSON file, rewritten atomically (temporary file in the same directory, flush + fsync,
 ``os.replace``, fsync of the directory), so a crash mid-write leaves the previous complete ledger; updates are
-serialised between processes by an ``fcntl`` lock on the ledger's directory (no lock file is left behind). A
-file that is not a complete ledger (unknown or missing keys, malformed entries) is refused with its path and the
-first problem, never half-read.
+serialised between processes by an ``fcntl`` lock on the ledger's directory (no lock file is left behind).
+
+The cap is fixed once. The configuration (``total_epsilon``, ``total_delta``, window) is written by whoever
+creates the file — the first commit, under the lock — and every later reservation and commit compares its own
+configuration with the stored one *under the lock* and refuses a difference, naming both values
+(:class:`ConfigMismatch`): two processes that create one ledger at once with different budgets cannot both
+spend, each against its own cap.
+
+Nothing read is trusted. A file that is not a complete, self-consistent ledger is refused with its path and the
+first problem, never half-read (:func:`_problem`): a known ``version``; every number finite and >= 0 (ε > 0),
+never a boolean; ids and rounds 1, 2, 3, ... (a release removed from the middle is noticed); each release's
+``costs`` equal to what its ε, δ, units and ``disjoint`` give (they are recomputed, and the recomputed values
+are what the budget checks add up — sums are never read from the file); a finger-level ε equal to
+``group`` × ``stated_epsilon`` where the release records them (group 1 for ``relation = "finger"``); and no unit
+over the stored cap. What validation cannot catch: a holder who rewrites the whole file consistently (a larger
+cap, a release deleted at the end) — the ledger is the data holder's own record, not a proof to a third party.
+
+No personal data from file names. Releases made through :mod:`privacy.publish.release` record
+``content_sha256``, the SHA-256 of the released image's pixels (:func:`privacy.publish.release.content_digest`),
+not the input path (SOCOFing-style names encode subject, sex, hand and finger): the holder recomputes the digest
+of a file to find the releases that read it. The ``units`` are the finger identities the holder chose; use
+pseudonyms there too.
 """
 
 from __future__ import annotations
@@ -58,6 +77,24 @@ _TOL = 1e-12  # floating-point slack when comparing sums of ε with a budget
 
 class BudgetExceeded(ValueError):
     """A release would exceed the ledger's total or windowed budget; nothing was charged."""
+
+
+class ConfigMismatch(ValueError):
+    """The ledger on disk was created with another configuration (budget, window) than the one requested.
+
+    Attributes ``stored`` and ``requested`` are the two configurations (dicts of :meth:`Ledger._config`).
+    """
+
+    def __init__(self, path: Path, stored: dict, requested: dict) -> None:
+        self.stored, self.requested = stored, requested
+        diff = ", ".join(f"{k} {_show(stored[k])} (requested {_show(requested[k])})"
+                         for k in stored if stored[k] != requested[k])
+        super().__init__(f"{path}: this ledger was created with {diff}; a ledger's budget is fixed by whoever "
+                         f"creates it — omit the budget options to use the stored ones, or start a new ledger")
+
+
+def _show(value: Any) -> str:
+    return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 @dataclass
@@ -114,9 +151,7 @@ class Ledger:
             raise ValueError(f"window: expected an integer >= 1 (releases), got {window!r}")
         self.window = window
         self.window_epsilon = _positive(window_epsilon, "window_epsilon", allow_none=True)
-        data = self._read()
-        if data is not None and data["config"] != self._config():
-            raise ValueError(f"{self.path}: ledger was created with {data['config']}, not {self._config()}")
+        self._same_config(self._read())  # early, friendly refusal; re-checked under the lock before every use
 
     @classmethod
     def open(cls, path: str | Path) -> Ledger:
@@ -133,6 +168,10 @@ class Ledger:
     def _config(self) -> dict:
         return {"total_epsilon": self.total_epsilon, "total_delta": self.total_delta, "window": self.window,
                 "window_epsilon": self.window_epsilon}
+
+    def _same_config(self, data: dict | None) -> None:
+        if data is not None and data["config"] != self._config():
+            raise ConfigMismatch(self.path, data["config"], self._config())
 
     def _read(self) -> dict | None:
         if not self.path.exists():
@@ -171,8 +210,9 @@ class Ledger:
         dir_fd = os.open(self.path.parent, os.O_RDONLY)  # lock the directory: no lock file to leave behind
         try:
             fcntl.flock(dir_fd, fcntl.LOCK_EX)
-            yield self._read() or {"format": FORMAT, "version": VERSION, "config": self._config(),
-                                   "releases": []}
+            data = self._read()
+            self._same_config(data)  # the stored cap, fixed by the creator, is the one every check uses
+            yield data or {"format": FORMAT, "version": VERSION, "config": self._config(), "releases": []}
         finally:
             fcntl.flock(dir_fd, fcntl.LOCK_UN)
             os.close(dir_fd)
@@ -189,7 +229,7 @@ class Ledger:
         releases = data["releases"]
         rnd = 1 + max((r["round"] for r in releases), default=0)  # the ledger's own clock
         for unit, (eps, delta) in self._costs(res.units, res.disjoint, res.epsilon, res.delta).items():
-            mine = [(r["round"], r["costs"][unit]) for r in releases if unit in r["costs"]]
+            mine = [(r["round"], c) for r in releases for u, c in _recomputed(r).items() if u == unit]
             spent_e = sum(c[0] for _, c in mine)
             spent_d = sum(c[1] for _, c in mine)
             if spent_e + eps > self.total_epsilon + _TOL:
@@ -264,9 +304,16 @@ class Ledger:
         return list(data["releases"]) if data else []
 
     def spent(self, unit: str) -> tuple[float, float]:
-        """(ε, δ) spent so far by ``unit``."""
-        costs = [r["costs"][unit] for r in self.history() if unit in r["costs"]]
-        return sum(c[0] for c in costs), sum(c[1] for c in costs)
+        """(ε, δ) spent so far by ``unit`` (recomputed from each release's ε, δ and units)."""
+        return _spent(self.history()).get(unit, (0.0, 0.0))
+
+    def balances(self) -> dict[str, dict[str, float]]:
+        """Per unit: ``epsilon`` and ``delta`` spent, ``remaining`` ε, ``releases`` (count), sorted by unit."""
+        history = self.history()
+        spent = _spent(history)
+        count = {u: sum(u in r["units"] for r in history) for u in spent}
+        return {u: {"epsilon": e, "delta": d, "remaining": max(self.total_epsilon - e, 0.0), "releases": count[u]}
+                for u, (e, d) in sorted(spent.items())}
 
     def remaining(self, unit: str) -> float:
         """Finger-level ε ``unit`` may still spend under the total budget."""
@@ -274,30 +321,132 @@ class Ledger:
 
 
 _CONFIG_KEYS = {"total_epsilon", "total_delta", "window", "window_epsilon"}
-_ENTRY_KEYS = {"id": int, "round": int, "epsilon": float, "delta": float, "units": list, "costs": dict}
+_RELATIONS = ("finger", "minutia", "pixel")
+_REL_TOL = 1e-9  # relative slack when comparing a stored cost with its recomputed value
 
 
-def _problem(data: Any) -> str | None:
-    """The first reason ``data`` is not a complete ledger document, or None."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        return f"expected a JSON object with format {FORMAT!r}"
-    config = data.get("config")
+def _recomputed(entry: dict) -> dict[str, tuple[float, float]]:
+    """Per-unit (ε, δ) of one release, recomputed from its ε, δ, units and disjointness (never read)."""
+    return Ledger._costs(entry["units"], entry["disjoint"], float(entry["epsilon"]), float(entry["delta"]))
+
+
+def _spent(releases: list[dict]) -> dict[str, tuple[float, float]]:
+    """Per-unit sums of the recomputed costs of ``releases``."""
+    total: dict[str, tuple[float, float]] = {}
+    for r in releases:
+        for u, (e, d) in _recomputed(r).items():
+            e0, d0 = total.get(u, (0.0, 0.0))
+            total[u] = (e0 + e, d0 + d)
+    return total
+
+
+def _number(value: Any, name: str, *, positive: bool = False, integer: bool = False,
+            maximum: float | None = None) -> str | None:
+    """Why ``value`` is not a valid ledger number (finite, >= 0 or > 0, optionally an integer), or None."""
+    if isinstance(value, bool) or not isinstance(value, int if integer else int | float):
+        return f"{name} must be {'an integer' if integer else 'a number'}, got {json.dumps(value)}"
+    if not math.isfinite(value) or value < 0 or (positive and value == 0) \
+            or (maximum is not None and value > maximum):
+        bound = f"in {'(0' if positive else '[0'}, {maximum:g}]" if maximum is not None \
+            else "> 0" if positive else ">= 0"
+        return f"{name} must be a finite number {bound}, got {value!r}"
+    return None
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= _REL_TOL * max(1.0, abs(a), abs(b))
+
+
+def _config_problem(config: Any) -> str | None:
     if not isinstance(config, dict) or set(config) != _CONFIG_KEYS:
         got = sorted(config) if isinstance(config, dict) else type(config).__name__
         return f"'config' must have exactly the keys {sorted(_CONFIG_KEYS)}, got {got}"
+    problem = _number(config["total_epsilon"], "config total_epsilon", positive=True) \
+        or _number(config["total_delta"], "config total_delta", maximum=1.0)
+    if problem:
+        return problem
+    if (config["window"] is None) != (config["window_epsilon"] is None):
+        return "config window and window_epsilon: both or neither must be null"
+    if config["window"] is not None:
+        return _number(config["window"], "config window", positive=True, integer=True) \
+            or _number(config["window_epsilon"], "config window_epsilon", positive=True)
+    return None
+
+
+def _entry_problem(entry: Any, i: int) -> str | None:
+    """The first problem of release ``i`` (1-based, its expected id and round), or None."""
+    where = f"release {i}"
+    if not isinstance(entry, dict):
+        return f"{where}: expected an object"
+    for key in ("id", "round"):
+        problem = _number(entry.get(key), f"{where}: {key!r}", positive=True, integer=True)
+        if problem:
+            return problem
+        if entry[key] != i:
+            return f"{where}: {key!r} is {entry[key]}, expected {i} (releases are numbered 1, 2, 3, ... and never " \
+                   f"removed)"
+    problem = _number(entry.get("epsilon"), f"{where}: 'epsilon'", positive=True) \
+        or _number(entry.get("delta"), f"{where}: 'delta'", maximum=1.0) \
+        or ("time" in entry and _number(entry["time"], f"{where}: 'time'")) or None
+    if problem:
+        return problem
+    units = entry.get("units")
+    if not isinstance(units, list) or not units or not all(isinstance(u, str) and u for u in units):
+        return f"{where}: 'units' must be a non-empty list of non-empty names, got {json.dumps(units)}"
+    if not isinstance(entry.get("disjoint"), bool):
+        return f"{where}: 'disjoint' must be true or false, got {json.dumps(entry.get('disjoint'))}"
+    costs, expected = entry.get("costs"), _recomputed(entry)
+    if not isinstance(costs, dict) or set(costs) != set(expected):
+        got = sorted(costs) if isinstance(costs, dict) else json.dumps(costs)
+        return f"{where}: 'costs' must name exactly its units {sorted(expected)}, got {got}"
+    for unit, (e, d) in expected.items():
+        c = costs[unit]
+        if not isinstance(c, list) or len(c) != 2:
+            return f"{where}: cost of {unit!r} must be [epsilon, delta], got {json.dumps(c)}"
+        problem = _number(c[0], f"{where}: epsilon cost of {unit!r}") \
+            or _number(c[1], f"{where}: delta cost of {unit!r}")
+        if problem:
+            return problem
+        if not (_close(c[0], e) and _close(c[1], d)):
+            return f"{where}: cost of {unit!r} is {c}, but its epsilon, delta and units give [{e:g}, {d:g}]"
+    if "relation" in entry and entry["relation"] not in _RELATIONS:
+        return f"{where}: 'relation' must be one of {list(_RELATIONS)}, got {json.dumps(entry['relation'])}"
+    if "group" in entry:
+        problem = _number(entry["group"], f"{where}: 'group'", positive=True, integer=True)
+        if problem:
+            return problem
+        if entry.get("relation") == "finger" and entry["group"] != 1:
+            return f"{where}: 'group' of a finger-level release must be 1, got {entry['group']}"
+    if "stated_epsilon" in entry:
+        problem = _number(entry["stated_epsilon"], f"{where}: 'stated_epsilon'", positive=True)
+        if problem:
+            return problem
+        if "group" in entry and not _close(entry["epsilon"], entry["group"] * entry["stated_epsilon"]):
+            return (f"{where}: finger-level epsilon {entry['epsilon']:g} is not group {entry['group']} x stated "
+                    f"epsilon {entry['stated_epsilon']:g}")
+    return None
+
+
+def _problem(data: Any) -> str | None:
+    """The first reason ``data`` is not a complete, self-consistent ledger document, or None."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return f"expected a JSON object with format {FORMAT!r}"
+    if data.get("version") != VERSION:
+        return f"unknown version {json.dumps(data.get('version'))} (this FedPrint reads version {VERSION})"
+    unknown = sorted(set(data) - {"format", "version", "config", "releases"})
+    if unknown:
+        return f"unknown top-level key(s) {unknown}"
+    problem = _config_problem(data.get("config"))
+    if problem:
+        return problem
     if not isinstance(data.get("releases"), list):
         return "'releases' must be a list"
-    for i, entry in enumerate(data["releases"]):
-        if not isinstance(entry, dict):
-            return f"release {i}: expected an object"
-        for key, kind in _ENTRY_KEYS.items():
-            value = entry.get(key)
-            ok = isinstance(value, int | float) and not isinstance(value, bool) if kind is float \
-                else isinstance(value, kind) and not isinstance(value, bool)
-            if not ok:
-                return f"release {i}: {key!r} missing or not a {kind.__name__}"
-        costs = entry["costs"]
-        if not all(isinstance(c, list) and len(c) == 2 and all(isinstance(v, int | float) for v in c)
-                   for c in costs.values()):
-            return f"release {i}: 'costs' must map each unit to [epsilon, delta]"
+    for i, entry in enumerate(data["releases"], start=1):
+        problem = _entry_problem(entry, i)
+        if problem:
+            return problem
+    cap, cap_delta = data["config"]["total_epsilon"], data["config"]["total_delta"]
+    for unit, (e, d) in _spent(data["releases"]).items():
+        if e > cap + _TOL or d > cap_delta + _TOL:
+            return f"unit {unit!r} has spent epsilon {e:g}, delta {d:g}, over the cap ({cap:g}, {cap_delta:g})"
     return None

@@ -16,8 +16,13 @@ SOCOFing's encode subject, sex, hand and finger).
 Outputs: the released image (PNG) for image mechanisms, or the released point set (``.json`` or ``.csv``) for
 point-set mechanisms, plus ``OUT.guarantee.json`` with the guarantee and the release's parameters. The
 guarantee is printed. Any error (bad ε, unknown mechanism, unreadable image, no minutiae, budget exceeded)
-leaves no output file and charges nothing: outputs are written to temporary files, the ledger is committed,
-and only then are the files moved into place.
+leaves no output file and charges nothing: the output paths are checked before the ledger is reserved (a
+directory, the input itself, or an existing file without ``--force`` is refused; the input is never
+overwritten, even with ``--force``), outputs are written to temporary files, the ledger is committed, and only
+then are the files moved into place.
+
+``--protect finger`` point sets release a fixed public number of points (``--points``, default
+:data:`privacy.publish.pointset.DEFAULT_SIZE`), never the finger's minutiae count; the sidecar says so.
 
 ``fedprint publish-eval``: the usability benchmark of :mod:`privacy.publish_eval`, on synthetic impressions or on
 a user's own prints (one or more dataset folders, pooled; identities prefixed by the folder name when several)::
@@ -43,7 +48,7 @@ import numpy as np
 
 from data.datasets.imread import read_gray
 from fedprint_config.arg_types import positive_float, positive_int
-from privacy.ledger import Ledger
+from privacy.ledger import ConfigMismatch, Ledger
 from privacy.publish import registry
 from privacy.publish.release import release
 
@@ -65,6 +70,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=positive_float, help="total finger-level ε per finger for a new ledger (required)")
     p.add_argument("--window", type=positive_int, help="rate limit of a new ledger: window length in releases")
     p.add_argument("--window-epsilon", type=positive_float, help="rate limit of a new ledger: ε per window")
+    p.add_argument("--points", type=positive_int,
+                   help="point sets with --protect finger: the fixed, public number of released points (default "
+                        "32); the minutiae are subsampled or resampled to it, so their count is not released")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite existing output files (never the input image)")
     p.add_argument("--unit", help="finger identity charged in the ledger (required with --ledger)")
     p.add_argument("--seed", type=int, help=argparse.SUPPRESS)  # refused with an explanation, see run()
     p.set_defaults(func=run)
@@ -164,7 +174,27 @@ def _open_ledger(args: argparse.Namespace) -> Ledger | None:
     if args.budget is None:
         raise ValueError("--budget: a new ledger needs a total finger-level ε (a fingerprint never changes, so a "
                          "window alone would let repeated releases add up without limit)")
-    return Ledger(args.ledger, args.budget, window=args.window, window_epsilon=args.window_epsilon)
+    try:
+        return Ledger(args.ledger, args.budget, window=args.window, window_epsilon=args.window_epsilon)
+    except ConfigMismatch as exc:
+        raise ValueError(f"--budget {args.budget:g}: {exc}") from exc
+
+
+def _check_outputs(image: Path, out: Path, paths: list[Path], force: bool) -> None:
+    """Refuse, before anything is reserved, outputs that cannot be written or would overwrite a file."""
+    if not out.parent.is_dir():
+        raise ValueError(f"-o {out}: directory {out.parent} does not exist")
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        raise ValueError(f"-o {out}: directory {out.parent} is not writable")
+    for path in paths:
+        if not (path.exists() or path.is_symlink()):
+            continue
+        if path.is_dir():
+            raise ValueError(f"-o {out}: {path} is a directory; give a file name")
+        if image.exists() and os.path.samefile(path, image):
+            raise ValueError(f"-o {out}: {path} is the input image; a release never overwrites its input")
+        if not force:
+            raise ValueError(f"-o {out}: {path} already exists (pass --force to overwrite it)")
 
 
 def _write_points(path: Path, points: np.ndarray) -> None:
@@ -191,16 +221,17 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"-o {out}: a point-set release is written as {' or '.join(POINT_SUFFIXES)}")
     if not is_points and suffix != ".png":
         raise ValueError(f"-o {out}: an image release is written as .png")
-    if not out.parent.is_dir():
-        raise ValueError(f"-o {out}: directory {out.parent} does not exist")
+    sidecar = out.with_name(out.name + ".guarantee.json")
+    _check_outputs(args.image, out, [out, sidecar], args.force)
     ledger = _open_ledger(args)
     image = read_gray(args.image)
     rng = np.random.default_rng()  # OS entropy; never stored
     options = {} if args.protect is None else {"protect": args.protect}
+    if args.points is not None:
+        options["size"] = args.points
     pub, res, charge = release(args.mechanism, image, args.epsilon, rng, args.variant, ledger=ledger,
                                unit=args.unit, image_id=str(args.image), **options)
 
-    sidecar = out.with_name(out.name + ".guarantee.json")
     meta = {"mechanism": pub.mechanism, "variant": pub.variant,
             "spent_epsilon": pub.spent_epsilon, "spent_delta": pub.spent_delta, "unit": args.unit,
             "finger_level": None if charge is None else {"epsilon": charge.epsilon, "delta": charge.delta,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -89,8 +91,8 @@ def test_empirical_privacy_correct_scale_passes():
 
 
 def test_empirical_privacy_halved_scale_is_caught(monkeypatch):
-    original = pointset.group_noise_scale
-    monkeypatch.setattr(pointset, "group_noise_scale", lambda *a: original(*a) / 2)
+    original = pointset.sum_noise_scales
+    monkeypatch.setattr(pointset, "sum_noise_scales", lambda *a: [b / 2 for b in original(*a)])
     assert _audit(1.0) > 1.0
 
 
@@ -105,37 +107,34 @@ def test_group_privacy_divides_epsilon():
     rng_minutiae = np.random.default_rng(4)
     m = np.c_[rng_minutiae.uniform(0, 100, (20, 2)), rng_minutiae.uniform(0, 2 * np.pi, 20), np.ones(20)]
     img = np.zeros((100, 100), np.uint8)
-    fin = publish_pointset(img, m, 2.0, np.random.default_rng(5), k=4, protect="finger")
+    fin = publish_pointset(img, m, 2.0, np.random.default_rng(5), k=4, protect="finger", size=20)
     per = publish_pointset(img, m, 2.0 / 20, np.random.default_rng(5), k=4)
     assert fin.details["epsilon_per_minutia"] == pytest.approx(0.1)
-    assert np.allclose(fin.details["noisy_means"], per.details["noisy_means"])  # same noise as ε / m per minutia
+    # the same noise scale as ε / m per minutia (m = N = 20 here)
+    assert np.allclose(fin.details["noise_scale_cells"], per.details["noise_scale_cells"])
     assert fin.spent_epsilon == 2.0 and "finger" in fin.guarantee.protected
     assert per.details["epsilon_finger"] == pytest.approx(2.0) and "group privacy" in per.guarantee.caveats
 
 
 def test_paper_variant_noise_matches_thesis_formula():
-    rng = np.random.default_rng(6)
-    t = rng.uniform(0, 1, 103)
     k = paper_k(103, 1.0)
-    noisy, sizes = noisy_group_means(t, k, 1.0, np.random.default_rng(7), variant="paper")
-    expected_noise = np.random.default_rng(7).laplace(0.0, 1.0 / (k * 1.0), len(sizes))
-    sums = np.add.reduceat(np.sort(t), np.r_[0, np.cumsum(sizes)[:-1]])
-    # noise on the sums is sizes x Lap(1/(kε)) (= Lap(1/(kε)) on the means), then snapped to a grid of
-    # Λ = 2^ceil(log2 λ): the released sums differ from sums + noise by at most Λ/2
-    grid = 2.0 ** np.ceil(np.log2(sizes / k))
-    assert np.all(np.abs(noisy * sizes - (sums + expected_noise * sizes)) <= grid / 2 + 1e-9)
     assert k == 29  # n below the table's first row: row n = 2,000, column ε = 1
+    sizes = group_sizes(103, k)
+    # Lap(1/(kε)) on each mean = |h_i|/(kε) on each sum; sound: 1/ε on each sum
+    assert pointset.sum_noise_scales(sizes, k, 1.0, "paper") == [Fraction(int(n), k) for n in sizes]
+    assert pointset.sum_noise_scales(sizes, k, 0.5, "sound") == [Fraction(2)] * len(sizes)
+    t = np.random.default_rng(6).uniform(0, 1, 103)
+    noisy, got = noisy_group_means(t, k, 1.0, np.random.default_rng(7), variant="paper", levels=1 << 20)
+    assert np.array_equal(got, sizes) and noisy.shape == (len(sizes),)
 
 
-def test_noisy_sums_are_released_on_a_power_of_two_grid():
-    """Floating-point attack (Mironov 2012): released values must lie on a grid, not carry low-order bits."""
+def test_noisy_sums_are_released_on_the_integer_grid():
+    """Floating-point attack (Mironov 2012): the released sums are exact integers (grid cells), no float noise."""
     t = np.random.default_rng(9).uniform(0, 1, 40)
+    h = np.floor(t * (1 << 20)).astype(np.int64)
     for variant in ("sound", "paper"):
-        noisy, sizes = noisy_group_means(t, 4, 0.7, np.random.default_rng(10), variant=variant)
-        scale = pointset.group_noise_scale(sizes, 4, 0.7, variant) * sizes
-        grid = 2.0 ** np.ceil(np.log2(scale))
-        steps = noisy * sizes / grid
-        assert np.allclose(steps, np.round(steps), atol=1e-9)
+        sums, sizes = pointset.noisy_group_sums(h, 1 << 20, 4, 0.7, np.random.default_rng(10), variant=variant)
+        assert all(isinstance(s, int) for s in sums) and len(sums) == len(sizes)
 
 
 def test_release_shape_accuracy_and_bad_input():

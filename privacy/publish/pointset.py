@@ -7,31 +7,44 @@ A1. Normalise every minutia to the unit cube — ``x / W``, ``y / H`` (image siz
     map each point to t ∈ [0, 1) by its position on a ``d``-dimensional Hilbert curve (Sec. 4.2.2), t = h / 2^(d·order).
 A2. Sort the n values and split the sorted sequence into g = ⌊n / k⌋ groups of consecutive values (sizes k or
     k + 1 when k does not divide n; the thesis assumes it does).
-A3. Release the group means with Laplace noise. *Sound* variant: group i gets Lap(1 / (|h_i| ε)), i.e. the group
-    *sums* get Lap(1 / ε) and are divided by the public sizes. *Paper* variant: every group gets Lap(1 / (k ε)).
+A3. Release the group sums with noise. Everything is done on the integer grid: point i has Hilbert index
+    h_i ∈ [0, L), L = 2^(d·order), the group sums of the sorted h are integers, and group i gets exact discrete
+    Laplace noise (:func:`privacy.publish.primitives.discrete_laplace`, Canonne, Kamath & Steinke 2020) of scale
+    L/ε cells (*sound*: Lap(1/ε) on the sum of t-values) or L·|h_i|/(kε) cells (*paper*: the thesis's
+    Lap(1/(kε)) on every mean). The means are the noisy sums divided by L·|h_i| (public).
 B1. Post-process: weighted isotonic regression (PAVA, weights = group sizes) of the noisy means, clip to [0, 1],
     upsample each value to its group's size.
 B2. Map back through the inverse Hilbert curve to cell centres, and to pixel / radian units.
 
 Proof (Thm 1 and Cor. 2 of the thesis; they hold as stated for this neighbouring relation). Neighbours: two
 minutiae sets of the same public size n that differ in one minutia, replaced by any other point of the domain.
-Each minutia is mapped to [0, 1] independently, so the two multisets of t-values differ in one element, x_i → A.
-Sorting then shifts the elements between the old and new rank by one position each, and for *any* partition
-H of the ranks the vector of group sums changes monotonically (all in the same direction) with
-‖ΔS_H‖₁ = |A − x_i| ≤ 1 (Cor. 2). Hence sums + Lap(1/ε)^g is ε-DP, the division by the public |h_i| (sound) and
-PAVA, upsampling and the inverse map are post-processing. The paper variant's Lap(1/(kε)) on the means is at
-least that noise for every group (|h_i| ≥ k), so it is ε-DP too: the thesis's privacy claim holds, and the two
-variants differ only in the *choice of k* (thesis Table 4.1 vs. simulation, :func:`choose_k`) and in using
-the exact per-group scale when k does not divide n. The thesis's Table 4.1 k is too small (e.g. n = 10,000, ε = 1:
-k = 51, whereas simulation finds k ≈ 160–200 with lower error) and it has no row below n = 2,000, while a
-minutiae set has n ≈ 20–100: the paper variant uses the nearest row, capped at n.
+Each minutia is mapped to the grid independently, so the two multisets of Hilbert indices differ in one element,
+h_i → A. Sorting then shifts the elements between the old and new rank by one position each, and for *any*
+partition H of the ranks the vector of integer group sums changes monotonically (all in the same direction)
+with ‖ΔS_H‖₁ = |A − h_i| ≤ L − 1 (Cor. 2; the argument only uses the order). The discrete Laplace law of scale
+b ≥ L/ε has Pr[y]/Pr[y + Δ] ≤ e^{|Δ|/b} at every integer y, so the noisy sums are ε-DP with δ = 0 — exactly:
+the sampler uses integer arithmetic on uniform random integers only, so no output is unreachable from a
+neighbour (numpy's float Laplace never exceeds 36.04 scales, which made an earlier snapped version only
+(ε, ~1e−16)-DP). Division by the public L·|h_i|, PAVA, upsampling and the inverse map are post-processing.
+The paper variant's noise is at least that for every group (|h_i| ≥ k), so it is ε-DP too: the thesis's
+privacy claim holds, and the two variants differ only in the *choice of k* (thesis Table 4.1 vs. simulation,
+:func:`choose_k`) and in using the exact per-group scale when k does not divide n. The thesis's Table 4.1 k is
+too small (e.g. n = 10,000, ε = 1: k = 51, whereas simulation finds k ≈ 160–200 with lower error) and it has no
+row below n = 2,000, while a minutiae set has n ≈ 20–100: the paper variant uses the nearest row, capped at n.
 
-Group privacy. A record is one minutia. A whole finger contributes all m = n minutiae of the set, so under
-"one finger's minutiae replaced" the same release is only (m·ε)-DP (sequential group privacy: m single
-replacements). ``protect="finger"`` runs the mechanism at ε / m so the finger is ε-protected.
+Finger level (``protect="finger"``). The unit is a finger: neighbours are *any* two non-empty minutiae sets
+D, D' of any sizes n, n'. The set is first resampled to a fixed public size N (:func:`fixed_size`: a random
+subset of N, or all n plus N − n random repeats); then the mechanism runs at ε/N per point. For any two
+realisations, f(D) and f(D') are N-point sets joined by at most N single-point replacements, so by group
+privacy (Dwork & Roth Thm 2.2) the release is (N · ε/N) = ε-DP for that pair, and the released law is a
+mixture over f's randomness, each component within e^ε of every component for D' — hence ε-DP for the finger,
+n included: nothing in the output, the sidecar or the ledger charge depends on n. (Without the resampling,
+running at ε/n would release n exactly and make the ledger's finger-level charge untrue.) Per-minutia
+releases (``protect="minutia"``) keep n points and state n as released.
 
-Released exactly (public): n, the domain (image shape), k, the group sizes, the curve order and dimension. The
-minutia *type* column is not released.
+Released exactly (public): N (finger) or n (minutia), the domain (image shape), k, the group sizes, the curve
+order and dimension. The minutia *type* column is not released. An image with no minutiae is refused before
+the mechanism runs (one bit, stated by :mod:`privacy.publish.release`).
 
 Direction choice: direction is the third coordinate of a 3-D Hilbert curve (``direction=True``, default), so
 each released point keeps an (x, y, θ) association under one budget ε. Publishing the directions separately
@@ -43,13 +56,14 @@ each released point keeps an (x, y, θ) association under one budget ε. Publish
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import isotonic_regression
 
 from privacy.publish.base import Guarantee, Publication, check_epsilon, check_minutiae, check_variant
-from privacy.publish.primitives import snapping_epsilon, snapping_laplace
+from privacy.publish.primitives import discrete_laplace
 
 #: Default Hilbert-curve order: 2**10 = 1024 cells per axis (one pixel for images up to 1024 px).
 DEFAULT_ORDER = 10
@@ -61,6 +75,10 @@ PAPER_TABLE_K = ((44, 29, 20, 12), (59, 37, 27, 18), (79, 51, 36, 27), (121, 83,
                  (300, 177, 110, 94))
 
 PROTECT = ("minutia", "finger")
+
+#: Default fixed, public number of released points for ``protect="finger"`` (the median minutiae count our
+#: extractor finds on 500 dpi prints is about 25–50; smaller sets are resampled, larger ones subsampled).
+DEFAULT_SIZE = 32
 
 
 # --------------------------------------------------------------------------------------------- Hilbert curve
@@ -175,30 +193,63 @@ def group_sizes(n: int, k: int) -> np.ndarray:
     return np.full(g, n // g, np.int64) + (np.arange(g) < n % g)
 
 
-def group_noise_scale(sizes: np.ndarray, k: int, epsilon: float, variant: str) -> np.ndarray:
-    """Laplace scale of each noisy group mean: 1/(|h_i| ε) (sound) or the thesis's 1/(k ε) (paper)."""
-    sizes = np.asarray(sizes, np.float64)
-    return 1.0 / (sizes * epsilon) if variant == "sound" else np.full(len(sizes), 1.0 / (k * epsilon))
+def sum_noise_scales(sizes: np.ndarray, k: int, epsilon: float | Fraction, variant: str) -> list[Fraction]:
+    """Exact Laplace scale of each group's *sum* of t-values: 1/ε (sound) or |h_i|/(kε) (paper: Lap(1/(kε)) on the
+    mean, thesis step A3). Multiply by the grid's ``levels`` for the scale in grid cells."""
+    eps = Fraction(epsilon)
+    return [1 / eps if variant == "sound" else Fraction(int(size), k) / eps for size in sizes]
+
+
+def noisy_group_sums(h: np.ndarray, levels: int, k: int, epsilon: float | Fraction, rng: np.random.Generator,
+                     variant: str = "sound") -> tuple[list[int], np.ndarray]:
+    """Steps A2–A3 on integer grid values: sort, group, sum, add exact discrete Laplace noise.
+
+    Parameters
+    ----------
+    h : ndarray of int
+        Grid values in [0, ``levels``) (Hilbert indices); replacing one changes the sorted group sums by at most
+        ``levels`` − 1 in L1 (thesis Cor. 2, which holds on any totally ordered set).
+    levels : int
+        Grid size L: the t-value of h is h / L.
+    k : int
+        Group size.
+    epsilon : float or Fraction
+        ε of the release under "one value replaced".
+    rng : numpy.random.Generator
+        Source of the noise's random bytes.
+    variant : {"sound", "paper"}
+
+    Returns
+    -------
+    (list of int, ndarray)
+        The noisy integer sums (the exact DP output, Python ints) and the public group sizes.
+        Group i gets :func:`privacy.publish.primitives.discrete_laplace` noise of scale L·`sum_noise_scales`
+        >= L/ε cells, so the output is ε-DP with δ = 0 (see the module docstring).
+    """
+    values = sorted(int(v) for v in np.asarray(h).ravel())
+    if values and (values[0] < 0 or values[-1] >= levels):
+        raise ValueError(f"h: expected grid values in [0, {levels}), got [{values[0]}, {values[-1]}]")
+    sizes = group_sizes(len(values), k)
+    bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    scales = sum_noise_scales(sizes, k, epsilon, variant)
+    sums = [sum(values[lo:hi]) + discrete_laplace(rng, levels * b)
+            for lo, hi, b in zip(bounds[:-1], bounds[1:], scales, strict=True)]
+    return sums, sizes
 
 
 def noisy_group_means(values: np.ndarray, k: int, epsilon: float, rng: np.random.Generator,
-                      variant: str = "sound") -> tuple[np.ndarray, np.ndarray]:
-    """Steps A2–A3 on values in [0, 1]: sort, group, mean, add Laplace noise. Returns (noisy means, sizes).
+                      variant: str = "sound", *, levels: int = 1 << 30) -> tuple[np.ndarray, np.ndarray]:
+    """Steps A2–A3 on values in [0, 1]: quantise to a grid of ``levels`` cells, then :func:`noisy_group_sums`.
 
-    The noise is added to the group *sums* (L1 sensitivity 1, each sum in [0, |h_i|]) at scale
-    |h_i| × `group_noise_scale` and released on a power-of-two grid (Mironov's snapping mechanism,
-    :func:`privacy.publish.primitives.snapping_laplace`), with ε shrunk by its 2^−49·ΣB slack (a factor below
-    1 + 1e−10 for any minutiae set), so no float64 low-order bits carry the true sums. Dividing by the public
-    sizes is post-processing.
+    Returns (noisy means in t units, sizes); the means are the exact integer output divided by the public
+    ``levels`` × size (post-processing).
     """
-    s = np.sort(np.asarray(values, np.float64))
-    sizes = group_sizes(len(s), k)
-    sums = np.add.reduceat(s, np.concatenate([[0], np.cumsum(sizes)[:-1]]))
-    rough = group_noise_scale(sizes, k, epsilon, variant) * sizes  # noise scale of each sum
-    bounds = np.maximum(sizes.astype(np.float64), 4.0 * rough)  # B > λ even after the tiny ε shrink below
-    eps = snapping_epsilon(epsilon, bounds)
-    scales = group_noise_scale(sizes, k, eps, variant) * sizes
-    return snapping_laplace(rng, sums, scales, bounds) / sizes, sizes
+    v = np.asarray(values, np.float64)
+    if v.size and (not np.all(np.isfinite(v)) or v.min() < 0 or v.max() > 1):
+        raise ValueError("values: expected finite values in [0, 1]")
+    h = np.minimum(np.floor(v * levels), levels - 1).astype(np.int64)
+    sums, sizes = noisy_group_sums(h, levels, k, epsilon, rng, variant)
+    return np.array([s / (levels * int(n)) for s, n in zip(sums, sizes, strict=True)]), sizes
 
 
 def reconstruct(noisy_means: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -208,9 +259,16 @@ def reconstruct(noisy_means: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 
 
 def sorted_error(values: np.ndarray, k: int, epsilon: float, rng: np.random.Generator) -> float:
-    """Normalised EMD ‖S_n(D) − ↑_k IR(S̃)‖₁ / n of one sound run on 1-D ``values`` (thesis Eq. 4.5)."""
-    noisy, sizes = noisy_group_means(values, k, epsilon, rng)
-    return float(np.mean(np.abs(np.sort(values) - reconstruct(noisy, sizes))))
+    """Normalised EMD ‖S_n(D) − ↑_k IR(S̃)‖₁ / n of one simulated sound run on 1-D ``values`` (thesis Eq. 4.5).
+
+    A simulation for choosing k (no privacy at stake): continuous Lap(1/ε) on the sums stands in for the exact
+    discrete law of the release, whose scale is 2^30 or more grid cells — the same error to within a cell.
+    """
+    s = np.sort(np.asarray(values, np.float64))
+    sizes = group_sizes(len(s), k)
+    sums = np.add.reduceat(s, np.concatenate([[0], np.cumsum(sizes)[:-1]]))
+    noisy = (sums + rng.laplace(0.0, 1.0 / epsilon, len(sizes))) / sizes
+    return float(np.mean(np.abs(s - reconstruct(noisy, sizes))))
 
 
 def synthetic_values(n: int, kind: str, rng: np.random.Generator) -> np.ndarray:
@@ -268,6 +326,22 @@ def _simulated_k(n: int, epsilon: float) -> int:
     return choose_k(n, epsilon, np.random.default_rng([n, int(round(epsilon * 1e9))]))
 
 
+# ---------------------------------------------------------------------------------- fixed output size
+def fixed_size(minutiae: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """The finger's minutiae resampled to exactly ``size`` rows, so the release does not depend on their count n.
+
+    n >= size: a uniformly random subset of ``size`` distinct minutiae; n < size: all n minutiae plus
+    size − n drawn uniformly with replacement from them (duplicates). Any map from a non-empty set to a
+    ``size``-point set keeps the finger-level proof (module docstring); this one keeps the real minutiae.
+    """
+    n = len(minutiae)
+    if n >= size:
+        keep = np.arange(n) if n == size else rng.choice(n, size, replace=False)
+    else:
+        keep = np.concatenate([np.arange(n), rng.integers(0, n, size - n)])
+    return minutiae[keep]
+
+
 # ------------------------------------------------------------------------------------------- the mechanism
 def publish_pointset(
     image: np.ndarray | None,
@@ -281,6 +355,7 @@ def publish_pointset(
     direction: bool = True,
     protect: str = "minutia",
     domain: tuple[int, int] | None = None,
+    size: int | None = None,
 ) -> Publication:
     """Publish a minutiae set with ε-DP (Fang 2013 Ch. 4; see the module docstring for the proof).
 
@@ -304,16 +379,22 @@ def publish_pointset(
     direction : bool, default True
         Use direction as the third coordinate (3-D curve); False publishes (x, y) only.
     protect : {"minutia", "finger"}
-        Record unit of the guarantee; ``finger`` runs at ε / n (group privacy over the n minutiae).
+        Record unit of the guarantee. ``finger``: the set is resampled to ``size`` points (:func:`fixed_size`)
+        and the mechanism runs at ε / size per point (group privacy over the size points); the minutiae count
+        is not released. ``minutia``: all n minutiae at ε each; n is released.
     domain : (H, W), optional
         Declared domain in pixels when ``image`` is None.
+    size : int, optional
+        ``protect="finger"`` only: the fixed public output size N (default :data:`DEFAULT_SIZE`).
 
     Returns
     -------
     Publication
-        ``points`` float64 (n, 3) ``x, y, direction`` (or (n, 2)) in pixels / radians, sorted along the curve;
-        ``details``: ``k``, ``group_sizes``, ``noisy_means`` (the raw DP output), ``order``, ``dims``,
-        ``domain``, ``epsilon_per_minutia``, ``epsilon_finger``.
+        ``points`` float64 (N, 3) ``x, y, direction`` (or (N, 2)) in pixels / radians, sorted along the curve
+        (N = ``size`` for ``finger``, n for ``minutia``); ``details``: ``k``, ``group_sizes``, ``noisy_sums``
+        (the exact DP output, integers on the grid of ``grid_levels`` cells), ``noisy_means``,
+        ``noise_scale_cells``, ``order``, ``dims``, ``domain``, ``protect``, ``output_size`` (and how it was
+        chosen), ``epsilon_per_minutia``, ``epsilon_finger``.
     """
     variant = check_variant(variant)
     epsilon = check_epsilon(epsilon)
@@ -332,47 +413,73 @@ def publish_pointset(
             raise ValueError(f"domain: expected positive (H, W), got {domain}")
     else:
         raise ValueError("domain: pass the image or a declared domain (H, W) in pixels")
-    n = len(m)
+    if size is not None and protect != "finger":
+        raise ValueError("size: a fixed public output size applies to protect='finger' only")
+    if protect == "finger":
+        size = DEFAULT_SIZE if size is None else size
+        if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
+            raise ValueError(f"size: expected an integer >= 1 (points released), got {size!r}")
     dims = 3 if direction else 2
     _check_order(order, dims)
     x, y = m[:, 0], m[:, 1]
     if not (np.all(np.isfinite(m[:, :dims])) and x.min() >= 0 and y.min() >= 0 and x.max() <= w and y.max() <= h):
         raise ValueError(f"minutiae: coordinates must be finite and inside the domain [0, {w}] x [0, {h}]")
-    eps_minutia = epsilon / n if protect == "finger" else epsilon
+    if protect == "finger":  # from here on nothing depends on the private count n
+        m, n = fixed_size(m, int(size), rng), int(size)
+        eps_exact = Fraction(epsilon) / n
+    else:
+        n = len(m)
+        eps_exact = Fraction(epsilon)
+    eps_minutia = float(eps_exact)
     if k is None:
         k = paper_k(n, eps_minutia) if variant == "paper" else _simulated_k(n, eps_minutia)
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= n:
         raise ValueError(f"k: expected an integer in [1, {n}], got {k!r}")
     k = int(k)
 
-    cols = [x / w, y / h] + ([np.mod(m[:, 2], 2 * np.pi) / (2 * np.pi)] if direction else [])
-    t = to_line(np.clip(np.stack(cols, axis=1), 0.0, 1.0), order)
-    noisy, sizes = noisy_group_means(t, k, eps_minutia, rng, variant)
+    levels = 1 << (order * dims)
+    side = 1 << order
+    cols = [m[:, 0] / w, m[:, 1] / h] + ([np.mod(m[:, 2], 2 * np.pi) / (2 * np.pi)] if direction else [])
+    cells = np.minimum(np.floor(np.clip(np.stack(cols, axis=1), 0.0, 1.0) * side).astype(np.int64), side - 1)
+    sums, sizes = noisy_group_sums(hilbert_index(cells, order), levels, k, eps_exact, rng, variant)
+    noisy = np.array([s / (levels * int(c)) for s, c in zip(sums, sizes, strict=True)])
     u = from_line(reconstruct(noisy, sizes), dims, order)
     points = u * np.array([w, h, 2 * np.pi][:dims])
+    scales = [float(levels * b) for b in sum_noise_scales(sizes, k, eps_exact, variant)]
 
     eps_finger = eps_minutia * n
+    noise = (f"exact discrete Laplace noise (Canonne, Kamath & Steinke 2020) on the integer group sums of Hilbert "
+             f"indices (grid of 2^{order * dims} cells), scale >= 2^{order * dims}/epsilon per group, so delta = 0")
     if protect == "finger":
-        neighbouring = (f"minutiae sets of the same public size n = {n} in which all minutiae of one finger (here "
-                        f"the whole set) are replaced by any other points of the domain")
-        protected, caveats = "the finger's whole minutiae set (group privacy over its n minutiae)", ""
+        neighbouring = ("two minutiae sets of any sizes: all minutiae of one finger (the whole set) replaced by any "
+                        "other non-empty set in the domain")
+        protected = (f"the finger's whole minutiae set, including how many minutiae it has: the set is resampled "
+                     f"to the fixed public size N = {n} (a random subset, or every minutia plus random repeats), "
+                     f"then each of the N points is protected at epsilon / N (group privacy over N points)")
+        size_rule = f"fixed public size N = {n} (--points); the finger's minutiae count is not released"
+        released = (f"the fixed output size N = {n} (a public parameter, not the minutiae count), the domain "
+                    f"{w} x {h} px, the group size k = {k} and the group sizes; minutia types are not released")
+        caveats = ""
     else:
         neighbouring = (f"minutiae sets of the same public size n = {n} differing in one minutia, replaced by any "
                         f"other point of the domain")
         protected = "each single minutia's position" + (" and direction" if direction else "")
+        size_rule = f"the finger's own minutiae count n = {n}, released exactly"
+        released = (f"the number of minutiae n = {n}, the domain {w} x {h} px, the group size k = {k} and the "
+                    f"group sizes; minutia types are not released")
         caveats = (f"a whole finger (all {n} minutiae) is only {eps_finger:g}-DP by group privacy; use "
                    f"protect='finger' for a finger-level guarantee")
     guarantee = Guarantee(
         dp=True, epsilon=epsilon, delta=0.0, neighbouring=neighbouring, protected=protected,
-        released_exactly=(f"the number of minutiae n = {n}, the domain {w} x {h} px, the group size k = {k} and "
-                          f"the group sizes; minutia types are not released"),
-        composition=(f"one Laplace release of {len(sizes)} group means of the Hilbert-sorted points at "
-                     f"epsilon = {eps_minutia:g} per minutia (sorting has sensitivity 1, thesis Thm 1 / Cor. 2); "
+        released_exactly=released,
+        composition=(f"one release of {len(sizes)} group sums of the Hilbert-sorted points at epsilon = "
+                     f"{eps_minutia:g} per point (sorting has sensitivity 1, thesis Thm 1 / Cor. 2) with {noise}; "
                      f"isotonic regression and the inverse curve are post-processing"),
         caveats=caveats,
     )
-    details = {"k": k, "group_sizes": sizes.tolist(), "noisy_means": noisy.tolist(), "order": int(order),
-               "dims": dims, "domain": [int(h), int(w)], "protect": protect,
+    details = {"k": k, "group_sizes": sizes.tolist(), "noisy_sums": sums, "grid_levels": levels,
+               "noisy_means": noisy.tolist(), "noise_scale_cells": scales, "order": int(order), "dims": dims,
+               "domain": [int(h), int(w)], "protect": protect, "output_size": n, "output_size_rule": size_rule,
                "epsilon_per_minutia": eps_minutia, "epsilon_finger": eps_finger}
     return Publication(mechanism="pointset", variant=variant, image=None, points=points, spent_epsilon=epsilon,
                        spent_delta=0.0, guarantee=guarantee, details=details)

@@ -1,5 +1,6 @@
-"""Shared DP primitives for the image-publication mechanisms: Laplace noise, the exponential mechanism, and the
-one definition of neighbouring images used by every *sound* variant (Zhang et al. 2018; Liu et al. 2021).
+"""Shared DP primitives for the publication mechanisms: Laplace noise, the exact discrete Laplace sampler (point
+sets), the exponential mechanism, and the one definition of neighbouring images used by every *sound* image
+variant (Zhang et al. 2018; Liu et al. 2021).
 
 ε semantics (used by ``fourier.py`` and ``swp.py``): ``epsilon`` is the total budget of one release of one image;
 two images are neighbours when they have the same shape and differ in the value of one pixel (values in [0, 255]).
@@ -8,6 +9,8 @@ relations follow by group privacy (e.g. Zhang et al. 2018's one-column relation:
 """
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import numpy as np
 
@@ -22,49 +25,87 @@ def laplace(rng: np.random.Generator, scale: float, size: int | tuple[int, ...] 
     return rng.laplace(0.0, scale, size)
 
 
-#: Mironov 2012's bound on the floating-point error of the snapping mechanism, per unit of clamp bound B.
-SNAP_SLACK = 2.0 ** -49
+def _uniform_below(rng: np.random.Generator, n: int) -> int:
+    """An exactly uniform integer in [0, n) (Python int, any size): rejection sampling on whole random bytes."""
+    if n == 1:
+        return 0
+    bits = (n - 1).bit_length()
+    nbytes, excess = (bits + 7) // 8, -bits % 8
+    while True:
+        u = int.from_bytes(rng.bytes(nbytes), "little") >> excess
+        if u < n:
+            return u
 
 
-def snapping_laplace(rng: np.random.Generator, values: np.ndarray, scale: np.ndarray | float,
-                     bound: np.ndarray | float) -> np.ndarray:
-    """Laplace noise released on a grid: Mironov's snapping mechanism, clamp_B(round_Λ(clamp_B(v) + Lap(λ))).
+def _bernoulli(rng: np.random.Generator, num: int, den: int) -> bool:
+    """Exactly Bernoulli(num / den), 0 <= num <= den."""
+    return _uniform_below(rng, den) < num
 
-    Plain ``v + rng.laplace(...)`` in float64 leaks ``v`` through the low-order bits of the result (the set of
-    doubles a noisy value can take depends on ``v``; Mironov 2012, Sec. 3), which voids ε-DP. Snapping to a grid
-    of Λ = 2^⌈log2 λ⌉ (a power of two ≥ the noise scale) and clamping to [−B, B] removes that channel.
 
-    Guarantee (Mironov 2012, Thm 1): for a query of sensitivity Δ with values in [−B, B] and λ < B < 2^46·λ, the
-    output is (Δ/λ + 2^−49·B/λ)-DP. For a vector released coordinate by coordinate with L1 sensitivity Δ, the
-    privacy losses add up over the coordinates that change: ε ≤ (Δ + 2^−49·Σ_i B_i)/min_i λ_i. Callers shrink
-    their ε by the factor 1 + 2^−49·Σ_i B_i/Δ so the stated ε holds exactly (see `snapping_epsilon`).
+def bernoulli_exp(rng: np.random.Generator, num: int, den: int) -> bool:
+    """Exactly Bernoulli(exp(−num/den)) for integers num >= 0, den >= 1 (Canonne, Kamath & Steinke 2020, Alg. 1).
+
+    For γ = num/den in [0, 1]: draw A_k ~ Bernoulli(γ/k) for k = 1, 2, ... until the first A_k = 0 at k = K;
+    return K odd. For γ > 1: ⌊γ⌋ independent Bernoulli(e^−1) and one Bernoulli(e^−(γ−⌊γ⌋)), all true.
+    Only integer arithmetic and uniform integers are used: no floating point.
+    """
+    while num > den:
+        if not bernoulli_exp(rng, 1, 1):
+            return False
+        num -= den
+    k = 1
+    while _bernoulli(rng, num, den * k):
+        k += 1
+    return k % 2 == 1
+
+
+def discrete_laplace(rng: np.random.Generator, scale: Fraction | int | float) -> int:
+    """One exact draw of the discrete Laplace law on the integers: Pr[Y = y] ∝ exp(−|y| / scale).
+
+    Canonne, Kamath & Steinke 2020, Alg. 2, with scale = t/s as an exact fraction (a float is converted exactly):
+    U ~ uniform{0..t−1} accepted with probability e^{−U/t}; V ~ Geometric(1 − e^{−1}); X = U + t·V is
+    geometric with Pr[X = x] ∝ e^{−x/t}; Y = ⌊X/s⌋ has Pr ∝ e^{−y·s/t}; a fair sign, rejecting "−0".
+
+    Exact: every step is integer arithmetic on uniform integers drawn from ``rng``'s random bytes, so the output
+    law is the discrete Laplace law itself — unbounded support, no rounding and no floating-point artefacts
+    (contrast ``rng.laplace``, a 53-bit float transform whose |noise| never exceeds 36.04·scale, and Mironov's
+    snapping, which is then only (ε, δ)-DP with δ > 0). Added to an integer query of L1 sensitivity Δ with
+    scale >= Δ/ε, it is ε-DP with δ = 0 (the ratio of the two laws at any output is at most e^{Σ|Δ_i|/scale}).
 
     Parameters
     ----------
-    values : ndarray
-        True query values, each in [−bound, bound].
-    scale : float or ndarray
-        Laplace scale λ per value (> 0).
-    bound : float or ndarray
-        Clamp bound B per value, > λ.
+    rng : numpy.random.Generator
+        Source of the random bytes (OS entropy in every user path; tests inject a seeded one).
+    scale : Fraction, int or float
+        The scale b > 0 (in units of the integer grid).
 
     References
     ----------
-    I. Mironov, "On Significance of the Least Significant Bits for Differential Privacy", CCS 2012.
+    C. Canonne, G. Kamath, T. Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020, Alg. 1–2.
     """
-    scale = np.broadcast_to(np.asarray(scale, np.float64), np.shape(values))
-    bound = np.broadcast_to(np.asarray(bound, np.float64), np.shape(values))
-    if not (np.all(np.isfinite(scale)) and np.all(scale > 0) and np.all(bound > scale)):
-        raise ValueError("snapping_laplace: need finite scales > 0 and bounds > scales")
-    grid = 2.0 ** np.ceil(np.log2(scale))
-    noisy = np.clip(values, -bound, bound) + rng.laplace(0.0, scale)
-    edge = np.floor(bound / grid) * grid  # the largest grid point inside [−B, B]: outputs stay on the grid
-    return np.clip(np.round(noisy / grid) * grid, -edge, edge)
+    b = Fraction(scale)
+    if not b > 0:
+        raise ValueError(f"discrete_laplace: scale must be > 0, got {scale!r}")
+    t, s = b.numerator, b.denominator
+    while True:
+        u = _uniform_below(rng, t)
+        if not bernoulli_exp(rng, u, t):
+            continue
+        v = 0
+        while bernoulli_exp(rng, 1, 1):
+            v += 1
+        y = (u + t * v) // s
+        if _bernoulli(rng, 1, 2):
+            if y == 0:
+                continue
+            return -y
+        return y
 
 
-def snapping_epsilon(epsilon: float, bounds: np.ndarray, sensitivity: float = 1.0) -> float:
-    """The ε to calibrate λ with so that `snapping_laplace` is ``epsilon``-DP including its 2^−49 slack."""
-    return float(epsilon / (1.0 + SNAP_SLACK * float(np.sum(bounds)) / sensitivity))
+def discrete_laplace_pmf(y: np.ndarray, scale: Fraction | int | float) -> np.ndarray:
+    """Pr[Y = y] of the discrete Laplace law of `discrete_laplace`: tanh(1/(2b))·e^{−|y|/b} (float, for tests)."""
+    b = float(scale)
+    return np.tanh(0.5 / b) * np.exp(-np.abs(np.asarray(y, np.float64)) / b)
 
 
 def exponential_mechanism_logits(scores: np.ndarray, epsilon: float, sensitivity: float) -> np.ndarray:

@@ -10,10 +10,14 @@ the minutiae count, ...) are reported in data-independent words (:class:`DataDep
 never carries counts, sizes or positions computed from the private image. The bare fact of a refusal still
 reveals one bit about the image that no DP guarantee covers; the detailed reason is logged locally at DEBUG
 level for the data holder (``fedprint --log-level debug``), never returned to a requester.
+
+The ledger entry identifies the input by :func:`content_digest` (``content_sha256``), never by its path or
+record key: file names such as SOCOFing's encode subject, sex, hand and finger.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 import numpy as np
@@ -29,6 +33,17 @@ log = logging.getLogger(__name__)
 
 class DataDependentRefusal(ValueError):
     """The mechanism cannot be applied to this image; the reason depends on the image and is withheld."""
+
+
+def content_digest(image: np.ndarray) -> str:
+    """SHA-256 (hex) of a grayscale image's decoded pixels and shape — what a ledger records to identify the input.
+
+    Computed from the pixels, not the file's bytes, so the same print read from a PNG or a BMP, through the CLI
+    or the ClientApp, has one digest. ``sha256(f"{H}x{W}:".encode() + image.tobytes())`` of the C-ordered uint8
+    array.
+    """
+    image = np.ascontiguousarray(check_image(image))
+    return hashlib.sha256(f"{image.shape[0]}x{image.shape[1]}:".encode() + image.tobytes()).hexdigest()
 
 
 def release(
@@ -63,7 +78,7 @@ def release(
     unit : str, optional
         Finger identity charged (required with a ledger).
     image_id : str
-        Recorded with the release (the ledger is the data holder's; nothing here is published).
+        Names the image in the local DEBUG log only; the ledger records :func:`content_digest` instead.
     **options
         Passed to the mechanism (e.g. ``protect="finger"`` for point sets).
 
@@ -78,6 +93,9 @@ def release(
     image = check_image(image)
     if "protect" in options and not registry.releases_points(mechanism):
         raise ValueError(f"protect: only point-set mechanisms take it; {mechanism!r} protects one pixel")
+    if "size" in options and options.get("protect") != "finger":
+        raise ValueError("size (--points): a fixed public output size applies to point sets with protect='finger' "
+                         "only (a per-minutia release publishes the minutiae count, as its guarantee states)")
     charge, res = None, None
     if ledger is not None:
         if not unit:
@@ -86,7 +104,7 @@ def release(
         try:
             res = ledger.reserve(charge.epsilon, unit, delta=charge.delta, mechanism=mechanism, variant=variant,
                                  relation=charge.relation, group=charge.group,
-                                 stated_epsilon=charge.stated_epsilon, image_id=image_id)
+                                 stated_epsilon=charge.stated_epsilon, content_sha256=content_digest(image))
         except BudgetExceeded as exc:
             if charge.relation == "finger":
                 raise
