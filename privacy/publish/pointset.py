@@ -425,7 +425,8 @@ def publish_pointset(
     if not (np.all(np.isfinite(m[:, :dims])) and x.min() >= 0 and y.min() >= 0 and x.max() <= w and y.max() <= h):
         raise ValueError(f"minutiae: coordinates must be finite and inside the domain [0, {w}] x [0, {h}]")
     if protect == "finger":  # from here on nothing depends on the private count n
-        m, n = fixed_size(m, int(size), rng), int(size)
+        m = fixed_size(m, int(size), rng)
+        n = len(m)  # = size: the group of points every finger-level neighbour differs in
         eps_exact = Fraction(epsilon) / n
     else:
         n = len(m)
