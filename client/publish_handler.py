@@ -6,12 +6,14 @@ Request (``Message`` of type ``query.publish``): a ConfigRecord ``config`` with
   "paper", default "sound"), ``epsilon`` (float > 0);
 * ``record-index`` (int, index into the node's records, the same order training uses) or ``record-key``
   (str, :attr:`data.record.FingerprintRecord.key`);
-* optional ``protect`` ("minutia" / "finger", point sets only; a per-finger ledger needs "finger").
+* optional ``protect`` ("minutia" / "finger", point sets only; a per-finger ledger needs "finger") and
+  ``points`` (int, the fixed public number of released points of a "finger" point set; default 32).
   A ``seed`` and a ``round`` are refused: the noise comes from OS entropy only, so no requester can choose it and
   nothing in the reply or the ledger can regenerate it; rounds come from the ledger's own clock.
 
 Node config: ``ledger-path`` (JSON ledger of this institution, relative to ``base-dir``), ``privacy-budget``
-(total finger-level ε per finger identity), optional ``privacy-window`` + ``privacy-window-epsilon`` (a rate
+(total finger-level ε per finger identity; it must equal the budget the ledger was created with, else every
+request is refused naming both), optional ``privacy-window`` + ``privacy-window-epsilon`` (a rate
 limit on top of the total), plus
 the keys :func:`client.node_data.node_client_data` reads to find the node's data. The ledger unit is the
 record's finger identity.
@@ -68,7 +70,8 @@ def _request(config: ConfigRecord) -> dict[str, Any]:
                          "would let the requester regenerate the noise and subtract it)")
     if "round" in config:
         raise ValueError("request: 'round' is not accepted: the ledger numbers releases with its own clock")
-    unknown = sorted(set(config) - {"mechanism", "variant", "epsilon", "record-index", "record-key", "protect"})
+    unknown = sorted(set(config) - {"mechanism", "variant", "epsilon", "record-index", "record-key", "protect",
+                                    "points"})
     if unknown:
         raise ValueError(f"request: unknown key(s) {unknown}")
     return dict(config)
@@ -97,6 +100,8 @@ def publish_handler(msg: Message, context: Context, *, defaults: Mapping[str, An
         rec = _find_record(data.records, req)
         rng = np.random.default_rng()  # OS entropy; never stored, never chosen by the requester
         options = {"protect": str(req["protect"])} if "protect" in req else {}
+        if "points" in req:
+            options["size"] = req["points"]
         pub, res, charge = release(str(req["mechanism"]), rec.image, req["epsilon"], rng,
                                    str(req.get("variant", "sound")), ledger=ledger, unit=rec.identity,
                                    image_id=rec.key, **options)

@@ -96,6 +96,9 @@ def release(
     if "size" in options and options.get("protect") != "finger":
         raise ValueError("size (--points): a fixed public output size applies to point sets with protect='finger' "
                          "only (a per-minutia release publishes the minutiae count, as its guarantee states)")
+    size = options.get("size", 1)
+    if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
+        raise ValueError(f"size (--points): expected an integer >= 1 (points released), got {size!r}")
     charge, res = None, None
     if ledger is not None:
         if not unit:

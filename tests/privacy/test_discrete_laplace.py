@@ -87,7 +87,8 @@ def test_point_set_noise_is_discrete_laplace_in_cells_for_both_neighbours():
     noise = _cell_noise(eps, 1500, np.random.default_rng(13))
     scale = 2**30 / eps  # L / ε cells: sensitivity L − 1 cells
     for side in noise:  # the same law whatever the data
-        assert np.mean(side == 0) < 0.01  # no atom at 0: the old power-of-two snapping put ~40 % there
+        assert np.mean(side == 0) < 0.01  # no atom at 0
+        # |noise| / scale ~ Exp(1); the old snapping put the noise on a lattice of half scales (KS p ~ 1e-210)
         assert stats.kstest(np.abs(side) / scale, "expon").pvalue > 1e-3
         assert np.all(side == np.round(side))  # on the integer grid
 
