@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Container stage of CI: docker-compose.yml and docker/compose.tls.yml brought up for real.
 #
-#   bash docker/e2e.sh            (as root; called by .ci/run after the tests; ~25 min cold, ~8 min warm)
+#   bash docker/e2e.sh            (as root; called by .ci/run after the tests)
+#
+# Cold (nothing cached) it builds every image, ~10 min on 2 cores (debootstrap 2, stand-ins 1, app image 6:
+# PyPI's CUDA torch); warm it rebuilds only the app image's code layer and reuses the generated institutions.
+# Then 8 federated rounds (3 + 2 + 2 + 1) and the compose stacks' start-ups.
 #
 # 1. Engine: installs Debian's docker.io, docker-compose (1.29) and debootstrap when missing, starts dockerd
 #    unless one already answers (and stops the one it started, always), and puts Docker Compose v2 in a private
