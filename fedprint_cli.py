@@ -191,6 +191,19 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def _process_options(args: argparse.Namespace) -> None:
+    """Options that set up the process for any command that has them: ``--device`` (where networks train and
+    embed, :mod:`models.device`) and ``--real-samples`` (the real-set root, :mod:`data.real_sets`)."""
+    if getattr(args, "real_samples", None) is not None:
+        from data.real_sets import set_real_root
+
+        set_real_root(args.real_samples)
+    if getattr(args, "device", None) is not None:
+        from models.device import set_device
+
+        set_device(args.device)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -202,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
     _configure_logging(args.log_level)
     try:
+        _process_options(args)
         return int(args.func(args) or 0)
     except USER_ERRORS as exc:  # user-facing input errors: one clear line, no traceback
         print(f"fedprint {args.command}: error: {exc}", file=sys.stderr)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from fedprint_config.arg_types import add_device_arg, add_real_samples_arg
+
 #: Attack families accepted by ``--attacks`` (kept here so ``fedprint -h`` needs no torch import).
 ATTACK_NAMES = ("imprint", "inversion", "mia", "client-dp")
 
@@ -41,6 +43,8 @@ def register(subparsers) -> None:
                    help="epochs of the models the audit trains (default: the run's epochs x rounds)")
     p.add_argument("--no-comparison", action="store_true",
                    help="attack only the run's own checkpoint(s); skip training the Table 6 comparison models")
+    add_device_arg(p)
+    add_real_samples_arg(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars: one line per finished part")
     p.set_defaults(func=_run)
 

@@ -62,14 +62,16 @@ def real_rows(folder: Path, summary: dict, seeds: list[int]) -> list[dict]:
     """Every method's global / shared model(s) of every seed scored on the real samples (``fedprint evaluate``'s
     code path, FVC protocol); one row per method: mean EER over seeds [95 % CI]. [] without real samples."""
     from lab.simulate import _model_files
-    from recognition.real_samples import real_sample_rows
+    from recognition.real_samples import POOLED, real_sample_rows
 
     per_method: dict[str, list[float]] = {}
     for s in seeds:
         run = folder / summary["runs"][str(s)]
         models = {f"{d.name}|{f.stem}": f for d in sorted(run.iterdir()) if d.is_dir() for f in _model_files(d)}
         by_method: dict[str, list[float]] = {}
-        for row in real_sample_rows(models):
+        rows = real_sample_rows(models)
+        pooled = [r for r in rows if r["real set"].startswith(POOLED)]
+        for row in pooled or rows:  # the pooled row of each model when there are several sets
             by_method.setdefault(row["model"].split("|")[0], []).append(row["EER"])
         for m, eers in by_method.items():
             per_method.setdefault(m, []).append(float(np.mean(eers)))

@@ -32,9 +32,10 @@ exactly the ``val-acc-after`` of the node's previous round: the node keeps that 
 fingerprint of its validation data, in its persistent ``context.state`` instead of re-evaluating a stored copy
 of the model (identical number, one forward pass less per round).
 
-Configuration comes from the flat Flower run config (``experiment``, ``base-dir``, ``client-threads``) and the
-node config (see :mod:`client.node_data`). :func:`make_client_app` takes explicit defaults for in-process use
-(``fedprint simulate``, tests), where Flower's ``run_simulation`` has no run config.
+Configuration comes from the flat Flower run config (``experiment``, ``base-dir``, ``client-threads``,
+``device``) and the node config (see :mod:`client.node_data`; ``device = "auto" | "cpu" | "cuda"`` there is the
+SuperNode's own choice of device and overrides the run config's). :func:`make_client_app` takes explicit
+defaults for in-process use (``fedprint simulate``, tests), where Flower's ``run_simulation`` has no run config.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from client.publish_handler import publish_handler
 from client.trainer import train_siamese
 from fedprint_config import PERSONALIZED
 from fedprint_config.app import client_settings, experiment
+from models.device import DEVICES, use_device
 
 #: Key of the persistent state record holding the previous local model's validation accuracy.
 STATE_KEY = "affr-local"
@@ -78,11 +80,28 @@ def previous_local_accuracy(state: RecordDict, data: ClientData, server_round: i
     return float(rec["val-acc"])
 
 
+def node_device(node_config: Mapping[str, Any], conf) -> str | None:
+    """The device this node trains and embeds on: node config ``device`` (a SuperNode's own setting), else the
+    run config's ``device`` (``fedprint simulate --device``), else None (the process default, the CPU)."""
+    if "device" in node_config:
+        value = node_config["device"]
+        if not isinstance(value, str) or value.strip().lower() not in DEVICES:
+            raise ValueError(f"node config 'device': expected one of {', '.join(DEVICES)}, got {value!r}")
+        return value
+    return conf.device or None
+
+
 def train_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any] | None = None,
                   gap_offset: Mapping[int, float] | None = None) -> Message:
-    """The ``@app.train`` handler (see module docstring). ``gap_offset`` (client id -> value) is a test
-    hook that adds a fixed amount to a client's reported gap after the first round."""
+    """The ``@app.train`` handler (see module docstring), on the node's device (:func:`node_device`).
+    ``gap_offset`` (client id -> value) is a test hook that adds a fixed amount to a client's reported gap after
+    the first round."""
     conf = client_settings(context.run_config, defaults)
+    with use_device(node_device(context.node_config, conf)):
+        return _train_round(msg, context, conf, gap_offset)
+
+
+def _train_round(msg: Message, context: Context, conf, gap_offset: Mapping[int, float] | None) -> Message:
     torch.set_num_threads(conf.client_threads)
     cfg, fed, key, base_dir = experiment(conf)
     data, client_id = node_client_data(cfg, context.node_config, experiment_key=key, base_dir=base_dir)
@@ -138,8 +157,13 @@ def train_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any]
 
 
 def evaluate_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any] | None = None) -> Message:
-    """The ``@app.evaluate`` handler: metrics of the received model on this node's test pairs."""
+    """The ``@app.evaluate`` handler: metrics of the received model on this node's test pairs (on its device)."""
     conf = client_settings(context.run_config, defaults)
+    with use_device(node_device(context.node_config, conf)):
+        return _evaluate(msg, context, conf)
+
+
+def _evaluate(msg: Message, context: Context, conf) -> Message:
     torch.set_num_threads(conf.client_threads)
     cfg, fed, key, base_dir = experiment(conf)
     data, client_id = node_client_data(cfg, context.node_config, experiment_key=key, base_dir=base_dir)

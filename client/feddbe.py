@@ -64,7 +64,8 @@ class DBEEncoder(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rep = self.encoder.representation(x)
         if self.training:  # the graph of this batch's mean is kept until the next batch (MR's gradient)
-            self.running_mean = (1 - self.momentum) * self.running_mean.detach() + self.momentum * rep.mean(0)
+            before = self.running_mean.detach().to(rep.device)  # follows the encoder's device (models.device)
+            self.running_mean = (1 - self.momentum) * before + self.momentum * rep.mean(0)
         return self.encoder.project(rep + self.bias if self.use_bias else rep)
 
     def mean_regulariser(self, global_mean: torch.Tensor, kappa: float):
@@ -72,6 +73,6 @@ class DBEEncoder(nn.Module):
         target = global_mean.detach().reshape(self.running_mean.shape)
 
         def term() -> torch.Tensor:
-            return kappa * torch.mean(0.5 * (self.running_mean - target) ** 2)
+            return kappa * torch.mean(0.5 * (self.running_mean - target.to(self.running_mean.device)) ** 2)
 
         return term

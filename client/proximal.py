@@ -43,7 +43,9 @@ class ProximalAdam(torch.optim.Adam):
     @torch.no_grad()
     def step(self, closure=None):  # noqa: D102 - same contract as Adam.step
         if self.mu > 0:
-            for p, g in zip(self._params, self._anchor, strict=True):
+            for k, (p, g) in enumerate(zip(self._params, self._anchor, strict=True)):
                 if p.grad is not None:
+                    if g.device != p.device:  # the encoder trains on another device (models.device)
+                        g = self._anchor[k] = g.to(p.device)
                     p.grad.add_(p.detach() - g, alpha=self.mu)
         return super().step(closure)

@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 from data.pairs import PairSet, sample_epoch_pairs
 from fedprint_config import TrainConfig
 from models.augment import AugmentSpec, augment
+from models.device import autocast, current_device, grad_scaler, on_device
 from models.loss import batch_contrastive_loss, contrastive_loss
 
 
@@ -99,6 +100,8 @@ def train_siamese(
     progress: bool = True,
     desc: str = "train",
     regularizer: Callable[[], torch.Tensor] | None = None,
+    device: torch.device | None = None,
+    amp: bool = True,
 ) -> list[dict]:
     """Train ``encoder`` in place with the contrastive loss (Eq. 1) on ``images``.
 
@@ -119,6 +122,13 @@ def train_siamese(
         Called after each step's forward pass(es); its scalar is added to the loss that is back-propagated
         (e.g. FedDBE's mean regularisation, which depends on that step's features). The reported ``loss``
         stays the contrastive loss alone.
+    device : torch.device, optional
+        Where the network trains (default :func:`models.device.current_device`; CPU unless chosen). Batches are
+        drawn and augmented on the CPU with the same generators whatever the device, then moved; the encoder is
+        moved there for the call and back to the CPU afterwards.
+    amp : bool
+        Mixed precision on CUDA (:func:`models.device.autocast`, with a gradient scaler under float16); ignored
+        on the CPU, where the computation is exactly float32.
 
     Returns
     -------
@@ -137,6 +147,16 @@ def train_siamese(
         per_epoch = max(1, math.ceil(len(used) / (cfg.p * cfg.k)))
     else:
         per_epoch = None
+    dev = device or current_device()
+    with on_device(encoder, dev):
+        return _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used if cfg.sampler == "pk" else None,
+                      labels if cfg.sampler == "pk" else None, per_epoch, dev, amp, progress, desc, regularizer)
+
+
+def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_epoch, dev, amp, progress, desc,
+           regularizer) -> list[dict]:
+    """The epochs of :func:`train_siamese`, with ``encoder`` already on ``dev``."""
+    scaler = grad_scaler(dev, amp)
     encoder.train()
     history = []
     sched = None
@@ -159,22 +179,31 @@ def train_siamese(
         for s in bar:
             if cfg.sampler == "pk":
                 idx, lab = steps_idx[s], torch.from_numpy(step_labels[s])
-                x = augment(images[torch.from_numpy(idx)], aug, gen)
-                loss = batch_contrastive_loss(encoder(x), lab, margin=cfg.margin, balance=cfg.balance)
+                x = augment(images[torch.from_numpy(idx)], aug, gen).to(dev)
+                with autocast(dev, amp):
+                    emb = encoder(x)
+                loss = batch_contrastive_loss(emb.float(), lab.to(dev), margin=cfg.margin, balance=cfg.balance)
                 n = len(idx)
                 g = int(np.sum(np.bincount(step_labels[s]) * (np.bincount(step_labels[s]) - 1) // 2))
                 scored, genuine, embedded = scored + n * (n - 1) // 2, genuine + g, embedded + n
             else:
                 sl = steps_idx[s]
                 ia, ib = torch.from_numpy(a[sl].astype(np.int64)), torch.from_numpy(b[sl].astype(np.int64))
-                e1 = encoder(augment(images[ia], aug, gen))
-                e2 = encoder(augment(images[ib], aug, gen))
-                loss = contrastive_loss(e1, e2, torch.from_numpy(y[sl]), margin=cfg.margin)
+                xa, xb = augment(images[ia], aug, gen).to(dev), augment(images[ib], aug, gen).to(dev)
+                with autocast(dev, amp):
+                    e1, e2 = encoder(xa), encoder(xb)
+                loss = contrastive_loss(e1.float(), e2.float(), torch.from_numpy(y[sl]).to(dev), margin=cfg.margin)
                 scored, genuine = scored + len(ia), genuine + int(y[sl].sum())
                 embedded += 2 * len(ia)
             opt.zero_grad(set_to_none=True)
-            (loss + regularizer() if regularizer is not None else loss).backward()
-            opt.step()
+            total_loss = loss + regularizer() if regularizer is not None else loss
+            if scaler is None:
+                total_loss.backward()
+                opt.step()
+            else:  # float16 autocast: scale the loss so small gradients do not underflow
+                scaler.scale(total_loss).backward()
+                scaler.step(opt)
+                scaler.update()
             sched.step()
             total += float(loss.detach())
             steps += 1
@@ -185,10 +214,14 @@ def train_siamese(
 
 
 @torch.no_grad()
-def embed(encoder: nn.Module, images: torch.Tensor, *, batch_size: int = 256) -> torch.Tensor:
-    """Embeddings of all ``images`` (eval mode, no grad), shape (N, d)."""
+def embed(encoder: nn.Module, images: torch.Tensor, *, batch_size: int = 256,
+          device: torch.device | None = None) -> torch.Tensor:
+    """Embeddings of all ``images`` (eval mode, no grad, float32 on the CPU), shape (N, d); computed on ``device``
+    (default :func:`models.device.current_device`) in full precision."""
+    dev = device or current_device()
     encoder.eval()
-    out = [encoder(images[i : i + batch_size]) for i in range(0, len(images), batch_size)]
+    with on_device(encoder, dev):
+        out = [encoder(images[i : i + batch_size].to(dev)).float().cpu() for i in range(0, len(images), batch_size)]
     return torch.cat(out) if out else torch.zeros((0, 0))
 
 

@@ -33,10 +33,20 @@ def synth_cache_dir(source) -> Path:
 
 
 def load_source(source, *, progress: bool = True, workers: int | None = None) -> list[FingerprintRecord]:
-    """Records of one ``data.sources`` entry (see :class:`fedprint_config.SourceSection`)."""
+    """Records of one ``data.sources`` entry (see :class:`fedprint_config.SourceSection`).
+
+    Raises FileNotFoundError (one line, naming the folder) when a real set is absent from the real-set root.
+    """
     dpi = getattr(source, "dpi", None)
-    if source.kind == "dataset":
-        return load_dataset(source.layout, source.root, skip_bad=source.skip_bad, dpi=dpi)
+    if source.kind in ("dataset", "real"):
+        if source.kind == "real":
+            from data.real_sets import real_set_dir
+
+            root, domain = real_set_dir(source.name), source.domain or source.name
+        else:
+            root, domain = source.root, getattr(source, "domain", "")
+        recs = load_dataset(source.layout or "auto", root, skip_bad=source.skip_bad, dpi=dpi)
+        return [replace(r, domain=domain) for r in recs] if domain else recs
     from data.synth.generate import generate_dataset
 
     out = synth_cache_dir(source)

@@ -22,11 +22,13 @@ FROM_EXPERIMENT = "experiment"
 
 @dataclass(frozen=True)
 class ClientSettings:
-    """What the ClientApp reads from the Flower run config (keys ``experiment``, ``base-dir``, ``client-threads``)."""
+    """What the ClientApp reads from the Flower run config (keys ``experiment``, ``base-dir``, ``client-threads``,
+    ``device``: ``auto`` / ``cpu`` / ``cuda``, empty = the process default; a node config's ``device`` wins)."""
 
     experiment: str = "demo"
     base_dir: str | None = None
     client_threads: int = 1
+    device: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,10 @@ _KEYS: dict[str, tuple[type, str, type, Any, str]] = {
     "resume": (ServerSettings, "resume", bool, lambda v: True, "true or false"),
     "stop-after-round": (ServerSettings, "stop_after_round", int, lambda v: v >= 1, "an integer >= 1"),
     "client-threads": (ClientSettings, "client_threads", int, lambda v: v >= 1, "an integer >= 1"),
+    "device": (ClientSettings, "device", str, lambda v: v.strip().lower() in ("", "auto", "cpu", "cuda"),
+               "auto, cpu or cuda"),
 }
-_CLIENT_KEYS = ("experiment", "base-dir", "client-threads")
+_CLIENT_KEYS = ("experiment", "base-dir", "client-threads", "device")
 
 
 def _convert(key: str, value: Any) -> Any:

@@ -30,3 +30,18 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
     return value
+
+
+def add_device_arg(p: argparse.ArgumentParser) -> None:
+    """``--device auto|cpu|cuda``: where networks train and embed (set up by the dispatcher, :mod:`models.device`)."""
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="where networks train and embed: auto = CUDA when available, else the CPU (default auto; "
+                        "mixed precision on CUDA except under DP-SGD)")
+
+
+def add_real_samples_arg(p: argparse.ArgumentParser) -> None:
+    """``--real-samples DIR``: the root of the real fingerprint sets (overrides ``$FEDPRINT_REAL_SAMPLES``)."""
+    p.add_argument("--real-samples", default=None, metavar="DIR",
+                   help="folder holding the real fingerprint sets, one sub-folder per set (default: "
+                        "$FEDPRINT_REAL_SAMPLES, else ../shared/data/real beside the project); every model is "
+                        "scored on each set, and kind = \"real\" sources read from it")

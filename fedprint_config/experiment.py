@@ -51,9 +51,13 @@ class SourceSection:
     """One ``[[data.sources]]`` entry: a synthetic profile or a real database on disk.
 
     ``kind = "synth"`` uses ``profile``, ``fingers``, ``impressions`` and ``seed`` (generated once into
-    ``cache``, then reused); ``kind = "dataset"`` uses ``layout`` (see ``data.datasets.LAYOUTS``) and ``root``.
-    ``dpi``: resolution of the images (default: the layout's, ``data.datasets.LAYOUT_DPI``, or the synthetic
-    profile's).
+    ``cache``, then reused); ``kind = "dataset"`` uses ``layout`` (see ``data.datasets.LAYOUTS``, or ``"auto"``)
+    and ``root``; ``kind = "real"`` uses ``name``, a set (sub-folder) under the real-set root
+    (``$FEDPRINT_REAL_SAMPLES`` / ``--real-samples``, default ``../shared/data/real``; see
+    :mod:`data.real_sets`), with ``layout`` "auto" unless given. ``domain``: the tag of the source's records
+    (one institution per domain under ``[partition] mode = "domain"``; default: the loader's, and ``name`` for a
+    real set). ``dpi``: resolution of the images (default: the layout's, ``data.datasets.LAYOUT_DPI``, or the
+    synthetic profile's).
     """
 
     kind: str = "synth"
@@ -65,13 +69,18 @@ class SourceSection:
     cache: str = "runs/.cache/synth"
     layout: str = ""
     root: str = ""
+    name: str = ""
+    domain: str = ""
     skip_bad: bool = False
 
     def __post_init__(self) -> None:
-        if self.kind not in ("synth", "dataset"):
-            raise ValueError(f"data.sources.kind: expected 'synth' or 'dataset', got {self.kind!r}")
+        if self.kind not in ("synth", "dataset", "real"):
+            raise ValueError(f"data.sources.kind: expected 'synth', 'dataset' or 'real', got {self.kind!r}")
         if self.kind == "dataset" and not (self.layout and self.root):
             raise ValueError("data.sources: kind = 'dataset' needs both 'layout' and 'root'")
+        if self.kind == "real" and (not self.name or "/" in self.name or self.root):
+            raise ValueError("data.sources: kind = 'real' needs 'name' (a folder under the real-set root, e.g. "
+                             f"'fcj2020_dev') and no 'root'; got name={self.name!r}, root={self.root!r}")
         if self.kind == "synth" and (self.fingers < 2 or self.impressions < 2):
             raise ValueError("data.sources: a synthetic source needs fingers >= 2 and impressions >= 2")
 

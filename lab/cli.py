@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fedprint_config import METHODS
+from fedprint_config.arg_types import add_device_arg, add_real_samples_arg
 from fedprint_config.shipped import shipped_names
 
 
@@ -37,6 +38,8 @@ def register(subparsers) -> None:
                         "report mean ± 95%% CI per method and AFFR − FedAvg paired by seed")
     p.add_argument("--check", action="store_true",
                    help="only load, partition and split the experiment (no training, nothing written)")
+    add_device_arg(p)
+    add_real_samples_arg(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_run)
     register_demo(subparsers)
@@ -83,5 +86,6 @@ def register_demo(subparsers) -> None:
                     "write a run directory with report.md, plots, checkpoints and a gallery of the data.")
     p.add_argument("--out", default=None, help="the run directory (new or empty folder; default: "
                                                "runs/demo-<UTC time>)")
+    add_device_arg(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_demo)

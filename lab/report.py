@@ -190,23 +190,58 @@ def unseen_section(cfg, rows: list[dict]) -> str:
             "GLOBAL model here (a new institution has no personal model).\n")
 
 
+def pair_pivot(rows: list[dict], key: str) -> str:
+    """EER and FNMR@FMR1% tables of score rows: one line per model, one column per ``key`` value (a set or an
+    institution), each column headed by the genuine (g) / impostor (i) pairs behind its numbers."""
+    heads: dict[str, str] = {}
+    for r in rows:  # the pairs of a column are the same for every model (own-model rows may differ: say so)
+        head = f"{r[key]} ({r['genuine']} g / {r['impostor']} i)"
+        heads.setdefault(r[key], head)
+    tables = []
+    for metric in ("EER", "FNMR@FMR1%"):
+        table: dict[str, dict] = {}
+        for r in rows:
+            table.setdefault(r["model"], {"model": r["model"]})[heads[r[key]]] = r[metric]
+        tables.append(f"**{metric}**\n\n" + markdown_table(list(table.values()), ["model", *heads.values()]))
+    return "\n".join(tables)
+
+
 def real_sample_section(real: list[dict] | None) -> str:
     """Body of a report's "EER on real fingerprints" section from :func:`recognition.real_samples.real_sample_rows`."""
     if not real:
-        return "No real samples available (set FEDPRINT_REAL_SAMPLES to a folder of FVC-layout prints).\n"
-    return (markdown_table(real) + "\nFVC protocol (all genuine pairs, first-impression impostor pairs); each model "
-            "with its own input pipeline; — : FNMR@FMR1% needs at least 100 impostor pairs.\n")
+        return ("No real samples available (set FEDPRINT_REAL_SAMPLES, or --real-samples, to the folder holding the "
+                "real sets, one sub-folder per set in the FVC or generic layout).\n")
+    return (pair_pivot(real, "real set") + "\nFVC protocol within each set (all genuine pairs, first-impression "
+            "impostor pairs); column headers give the genuine (g) / impostor (i) pairs behind every number; the "
+            "pooled column scores all sets' pairs together (no cross-set pair). Each model with its own input "
+            "pipeline; — : FNMR@FMR1% needs at least 100 impostor pairs.\n")
+
+
+#: Column naming the institution (or the pooled set) of a common-test row (:mod:`lab.common_test`).
+COMMON_COLUMN = "test set"
+
+
+def common_test_section(rows: list[dict]) -> str:
+    """Report section: every model on each institution's held-out test fingers and on all of them pooled."""
+    if not rows:
+        return ""
+    return ("## Common test set: every institution's held-out fingers, pooled\n\n" + pair_pivot(rows, COMMON_COLUMN)
+            + "\nThreshold-free metrics on each institution's test pairs (open set: fingers no method trained on; "
+            "no cross-institution pair) and on all of them pooled. `local (own models)`: each institution scored "
+            "with its own local model. — : FNMR@FMR1% needs at least 100 impostor pairs.\n")
 
 
 def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str],
                  results: Mapping[str, list[dict]], failures: Mapping[str, list[dict]],
                  timings: Mapping[str, float], partitions: list[dict], real: list[dict] | None = None,
-                 privacy: Mapping[str, dict] | None = None, unseen: list[dict] | None = None) -> Path:
+                 privacy: Mapping[str, dict] | None = None, unseen: list[dict] | None = None,
+                 common: list[dict] | None = None) -> Path:
     """Write results.csv/json, the plots and report.md into ``run_dir``; returns the report path."""
     flat = [{"method": m, **r} for m, rows in results.items() for r in rows]
     write_csv(run_dir / "results.csv", flat)
     write_json(run_dir / "results.json", {"results": results, "failures": failures, "timings_s": timings,
-                                          "unseen": unseen or [], "real": real or []})
+                                          "unseen": unseen or [], "real": real or [],
+                                          "common_test": common or []})
     plots = [p for p in (plot_curves(run_dir, methods), plot_alpha(run_dir, methods),
                          plot_per_client(run_dir, results)) if p is not None]
 
@@ -245,6 +280,7 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
         privacy_section(privacy or {}),
         noise_swings(run_dir, methods),
         unseen_section(cfg, unseen or []),
+        common_test_section(common or []),
         "## EER on real fingerprints (never used in training)\n",
         real_sample_section(real),
         "## Failed or dropped clients\n",

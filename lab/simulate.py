@@ -16,7 +16,9 @@ Run directory::
     <method>/          federated: checkpoint/, rounds.csv/json, clients.csv, final.json; local/centralized:
                        metrics.json
     results.csv, results.json   per (method, client): accuracy, eer, roc-auc, fmr100; results.json also holds
-                                every model's EER on the held-out domains (``[partition] unseen``)
+                                every model's EER on the held-out domains (``[partition] unseen``), on the
+                                common test set (``common_test``: every client's test fingers, per client and
+                                pooled, :mod:`lab.common_test`) and on the real sets (``real``)
     curves.png, alpha.png, per_client_accuracy.png, report.md
 """
 
@@ -33,7 +35,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from client.evaluation import evaluate_on_pairs
-from client.node_data import experiment_partitions, partition_data
+from client.node_data import client_data, experiment_partitions, partition_data
 from data.atomic_io import write_json, write_text
 from data.pairs import split_records
 from data.partition import summary as partition_summary
@@ -43,15 +45,22 @@ from fedprint_config.app import refuse_dp_in_federated_runs, with_base_dir
 from fedprint_config.provenance import provenance
 from fedprint_config.rundir import check_out_dir, check_run_parent, make_out_dir
 from lab.baselines import evaluate_clients, train_centralized, train_local
+from lab.common_test import common_test_rows
 from lab.model_export import export_model
 from lab.report import write_report
+from models.device import current_device
 from recognition.real_samples import dataset_rows, real_sample_rows
 
 
-def backend_config(num_cpus: int | None = None) -> dict[str, Any]:
-    """Flower simulation resources: one CPU per virtual client, Ray limited to the machine's cores (<= 2)."""
+def backend_config(num_cpus: int | None = None, device: str = "cpu") -> dict[str, Any]:
+    """Flower simulation resources: one CPU per virtual client, Ray limited to the machine's cores (<= 2).
+
+    ``device = "cuda"``: the clients that run at once (one per CPU) share the one GPU — each asks for
+    1 / (CPUs) of it, so Ray places them all on it and makes it visible to their workers."""
     cpus = num_cpus or min(2, os.cpu_count() or 1)
-    return {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": cpus}}
+    gpus = 1.0 / cpus if device == "cuda" else 0.0
+    init: dict[str, Any] = {"num_cpus": cpus, **({"num_gpus": 1} if gpus else {})}
+    return {"client_resources": {"num_cpus": 1, "num_gpus": gpus}, "init_args": init}
 
 
 def method_names(methods: Sequence[str], steps: Sequence[float]) -> list[str]:
@@ -87,9 +96,10 @@ def run_federated(experiment: str | Path, strategy: str, run_dir: str | Path, *,
     from server.server_app import make_server_app
 
     os.environ.setdefault("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
-    # No GPUs are requested, so Ray's future behaviour (leave CUDA_VISIBLE_DEVICES alone) is the one we want;
-    # setting it also silences Ray's FutureWarning about the change.
+    # On the CPU no GPU is requested, so Ray's future behaviour (leave CUDA_VISIBLE_DEVICES alone) is the one we
+    # want; setting it also silences Ray's FutureWarning about the change.
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+    device = current_device().type
     base = str(Path(base_dir or Path.cwd()).resolve())
     run_dir = Path(run_dir).resolve()
     server_conf: dict[str, Any] = {"experiment": str(experiment), "strategy": strategy, "run-dir": str(run_dir),
@@ -110,8 +120,8 @@ def run_federated(experiment: str | Path, strategy: str, run_dir: str | Path, *,
         run_simulation(
             server_app=make_server_app(server_conf, on_round=show),
             client_app=make_client_app({"experiment": str(experiment), "base-dir": base,
-                                        "client-threads": client_threads}, gap_offset=gap_offset),
-            num_supernodes=num_clients, backend_config=backend_config(),
+                                        "client-threads": client_threads, "device": device}, gap_offset=gap_offset),
+            num_supernodes=num_clients, backend_config=backend_config(device=device),
         )
     finally:
         bar.close()
@@ -247,11 +257,19 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
         files = _model_files(run_dir / m)
         models.update({m if len(files) == 1 else f"{m} ({f.stem[len('model_'):]})": f for f in files})
     real = real_sample_rows(models)
+    if not clients:  # the common test set needs each client's test images (raw: no FP-DFSN needed)
+        clients = [client_data(cfg, [records[i] for i in p.indices], name=p.name, beta=0.0, client_id=p.client_id,
+                               cache=False) for p in parts]
+    shared = {m: _encoders(run_dir / m, clients) for m in names}
+    if init is not None:
+        shared = {INITIAL: cfg.model.new_encoder(cfg.run.seed), **shared}
+    common = common_test_rows({("local (own models)" if m == "local" else m): e for m, e in shared.items() if e},
+                              clients)
     unseen = [row for domain, recs in unseen_records(records, cfg.partition).items()
               for row in dataset_rows(models, recs, domain, "all", column="unseen domain")]
     report = write_report(run_dir, cfg=cfg, fed=fed, rounds=rounds, methods=names_shown, results=results,
                           failures=failures, timings=timings, partitions=partition_summary(parts, records),
-                          real=real, privacy=privacy, unseen=unseen)
+                          real=real, privacy=privacy, unseen=unseen, common=common)
     print(f"fedprint simulate: report at {report}", flush=True)
     return run_dir
 
@@ -265,6 +283,18 @@ def _model_files(method_dir: Path) -> list[Path]:
     if (method_dir / "model.pt").is_file():
         return [method_dir / "model.pt"]
     return sorted(method_dir.glob("model_*.pt"))
+
+
+def _encoders(method_dir: Path, clients: Sequence) -> Any:
+    """The encoder a method's model file holds, or {client name: encoder} when it wrote one per client."""
+    from models.model_file import load_model
+
+    files = _model_files(method_dir)
+    if len(files) == 1 and files[0].name == "model.pt":
+        return load_model(files[0]).encoder
+    by_stem = {f.stem[len("model_"):]: f for f in files}
+    return {c.name: load_model(by_stem[key]).encoder for c in clients
+            if (key := c.name.replace(":", "_")) in by_stem}
 
 
 def _keep(metrics: Mapping[str, Any]) -> dict[str, float]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from fedprint_config.arg_types import add_device_arg, add_real_samples_arg
+
 
 def _train(args: argparse.Namespace) -> int:
     from fedprint_config import load_config, resolve_experiment
@@ -54,6 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "impostor test pairs per client (slow: ~0.2 s per pair)")
     p.add_argument("--out", default=None, help="the run directory (new or empty folder; default: "
                                                "<[run] out>/<[run] name>-<mode>-<UTC time>)")
+    add_device_arg(p)
+    add_real_samples_arg(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_train)
 
@@ -65,5 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--sigma2-beta", type=float, default=0.5)
     w.add_argument("--out", default=None, help="the run directory (new or empty folder; default: "
                                                "<[run] out>/<[run] name>-fpdfsn-sweep-<UTC time>)")
+    add_device_arg(w)
+    add_real_samples_arg(w)
     w.add_argument("--quiet", action="store_true", help="no progress bars")
     w.set_defaults(func=_sweep)

@@ -12,7 +12,7 @@ import json
 import time
 from pathlib import Path
 
-from fedprint_config.arg_types import positive_float
+from fedprint_config.arg_types import add_device_arg, positive_float
 
 #: The shipped model, trained on synthetic fingerprints only (see models/pretrained/MODEL_CARD.md).
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "pretrained" / "fedprint-synthetic.pt"
@@ -160,6 +160,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--dpi", type=positive_float, default=500.0, help="resolution of both images (dots per inch)")
     v.add_argument("--dpi-a", type=positive_float, default=None, help="resolution of A (default: --dpi)")
     v.add_argument("--dpi-b", type=positive_float, default=None, help="resolution of B (default: --dpi)")
+    add_device_arg(v)
     v.set_defaults(func=_verify)
 
     e = sub.add_parser("evaluate", help="EER, FNMR at fixed FMR and ROC of a model on a dataset",
@@ -173,6 +174,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fvc: all genuine pairs + first-impression impostor pairs; all: every pair")
     e.add_argument("--threshold", type=float, default=None, help="threshold for accuracy/FMR/FNMR (default: model's)")
     e.add_argument("--out", default=None, help="output folder (default: runs/evaluate-<UTC time>)")
+    add_device_arg(e)
     e.set_defaults(func=_evaluate)
 
     i = sub.add_parser("identify", help="search a gallery for probe fingerprints (1:N, rank-k, CMC)",
@@ -187,4 +189,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--top-k", type=int, default=5, help="gallery identities listed per probe")
     i.add_argument("--show", type=int, default=10, help="probes printed")
     i.add_argument("--out", default=None, help="output folder (default: runs/identify-<UTC time> for folders)")
+    add_device_arg(i)
     i.set_defaults(func=_identify)

@@ -27,6 +27,7 @@ import torch
 
 from data.pairs import PairSet
 from data.record import FingerprintRecord
+from models.device import current_device, on_device
 from models.metrics import eer, fnmr_at_fmr, roc_auc, verification_metrics
 from models.model_file import VerifierModel
 from models.preprocess import to_tensor_batch
@@ -35,12 +36,15 @@ PROTOCOLS = ("fvc", "all")
 @torch.no_grad()
 def embed_images(model: VerifierModel, images: Sequence[np.ndarray], dpis: Sequence[float | None],
                  batch_size: int = 64) -> np.ndarray:
-    """Unit-norm embeddings (N, d) of uint8 grayscale images at resolutions ``dpis``."""
+    """Unit-norm embeddings (N, d) of uint8 grayscale images at resolutions ``dpis``, computed on
+    :func:`models.device.current_device` (images are prepared on the CPU)."""
+    dev = current_device()
     model.encoder.eval()
     out = []
-    for s in range(0, len(images), batch_size):
-        x = to_tensor_batch(list(images[s:s + batch_size]), model.spec, list(dpis[s:s + batch_size]))
-        out.append(model.encoder(x).double().numpy())
+    with on_device(model.encoder, dev):
+        for s in range(0, len(images), batch_size):
+            x = to_tensor_batch(list(images[s:s + batch_size]), model.spec, list(dpis[s:s + batch_size]))
+            out.append(model.encoder(x.to(dev)).float().cpu().double().numpy())
     return np.concatenate(out) if out else np.zeros((0, 0))
 
 
