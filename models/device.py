@@ -10,7 +10,8 @@ files load on either device (``map_location="cpu"``).
 
 Mixed precision (:func:`autocast`): on CUDA only, bfloat16 where the GPU supports it (no loss scaling needed),
 else float16 with a :class:`torch.amp.GradScaler`; never under DP-SGD (per-sample gradient clipping in reduced
-precision is not something Opacus documents as supported). On the CPU nothing changes: no autocast, the same
+precision is not something Opacus documents as supported) — :func:`client.dp_sgd.train_siamese_dp` does not read
+the device at all and trains on the CPU in float32. On the CPU nothing changes: no autocast, the same
 float32 computation as before, so CPU results are identical whatever ``--device`` says.
 """
 

@@ -63,6 +63,8 @@ def dataset_rows(models: Mapping[str, Path], records: Sequence[FingerprintRecord
 
 def real_sample_rows(models: Mapping[str, Path], root: str | Path | None = None) -> list[dict]:
     """Every model on every real set (FVC protocol) and pooled over the sets; [] when there is no set."""
+    if not models:
+        return []
     sets = load_real_sets(root)
     return _score(models, sets, "fvc", column="real set", pooled=len(sets) > 1) if sets else []
 

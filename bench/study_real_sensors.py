@@ -1,0 +1,234 @@
+"""Real-sensor study (issue 22 §4): ``docs/real_sensors_study.md`` + figure, assembled from run folders.
+
+Inputs, all produced by the ordinary commands (nothing here trains):
+
+* ``--seeds FOLDER``: ``fedprint simulate --config real_sensors --seeds 3`` (five institutions, one real sensor
+  each, split by finger);
+* ``--sweep FOLDER`` (optional): ``fedprint sweep --config real_sensors --beta 0,0.3,0.5,0.7 --sigma2 ''`` — the
+  cost of FP-DFSN on real prints (centralized model per β, mean test EER over the institutions);
+* ``--audit FOLDER`` (optional): ``fedprint audit --run <one seed's run> --attacks mia`` — membership-inference
+  AUC of the real-data run's models.
+
+Written: per-institution and pooled test EER / FNMR at FMR 1 % of local, centralized, FedAvg, FedProx and AFFR as
+mean over seeds [95 % Student-t interval] (:func:`lab.multi_seed.ci95`), each column headed by the genuine /
+impostor test pairs behind it; AFFR − FedAvg paired by seed, per institution and pooled, with the verdict "too few
+fingers to tell" whenever the interval includes 0 — and no verdict at all where either method is near chance
+(:data:`lab.report.NEAR_CHANCE_EER`); the method table and its paired rows from :func:`lab.multi_seed.summarise`
+(the heterogeneity study's machinery, :mod:`bench.study_heterogeneity`). Pooled rows come from each run's
+``common_test`` (:mod:`lab.common_test`); local's pooled row pools each institution's own model.
+
+    .venv/bin/python bench/study_real_sensors.py --seeds runs/real_sensors-seeds-... [--sweep ...] [--audit ...] \\
+        [--out docs/real_sensors_study]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.study_heterogeneity import load_study, verdict  # noqa: E402
+from fedprint_config.rundir import markdown_table  # noqa: E402
+from lab.multi_seed import ci95, summarise  # noqa: E402
+from lab.report import COMMON_COLUMN, NEAR_CHANCE_EER  # noqa: E402
+from recognition.real_samples import POOLED  # noqa: E402
+
+#: Methods of the study, in table order; the common-test name of local's rows.
+METHODS = ("initial model", "local", "centralized", "fedavg", "fedprox", "affr")
+LOCAL_COMMON = "local (own models)"
+POOLED_COL = "pooled"
+
+
+def _method(model: str) -> str:
+    return "local" if model == LOCAL_COMMON else model
+
+
+def per_seed_common(folder: Path, summary: dict) -> dict[int, list[dict]]:
+    """Each seed's common-test rows (``results.json`` → ``common_test``), keyed by seed."""
+    out = {}
+    for s, run in summary["runs"].items():
+        res = json.loads((folder / run / "results.json").read_text())
+        out[int(s)] = res.get("common_test", [])
+    return out
+
+
+def cell_values(common: dict[int, list[dict]], metric: str) -> tuple[dict, dict]:
+    """values[method][column] = per-seed list of ``metric``; pairs[column] = (genuine, impostor) of seed 0's
+    shared-model rows (the test pairs are the same for every method of a seed)."""
+    values: dict[str, dict[str, list[float]]] = {}
+    pairs: dict[str, set[tuple[int, int]]] = {}
+    for rows in common.values():
+        for r in rows:
+            col = POOLED_COL if str(r[COMMON_COLUMN]).startswith(POOLED) else r[COMMON_COLUMN]
+            v = r[metric]
+            values.setdefault(_method(r["model"]), {}).setdefault(col, []).append(math.nan if v is None else float(v))
+            pairs.setdefault(col, set()).add((int(r["genuine"]), int(r["impostor"])))
+    return values, pairs
+
+
+def _pairs_head(col: str, pairs: set[tuple[int, int]]) -> str:
+    g = sorted({p[0] for p in pairs})
+    i = sorted({p[1] for p in pairs})
+
+    def span(v: list[int]) -> str:
+        return f"{v[0]}" if len(v) == 1 else f"{v[0]}–{v[-1]}"
+
+    return f"{col} ({span(g)} g / {span(i)} i)"
+
+
+def _fmt(values: list[float]) -> str:
+    x = [v for v in values if math.isfinite(v)]
+    if not x:
+        return "—"
+    mean, lo, hi = ci95(x)
+    if not math.isfinite(lo):
+        return f"{mean:.4f}"
+    return f"{mean:.4f} [{max(lo, 0.0):.4f}, {min(hi, 1.0):.4f}]"
+
+
+def institution_table(values: dict, pairs: dict) -> list[dict]:
+    """One row per method: mean [95 % CI] over seeds per institution column and pooled."""
+    cols = sorted(c for c in pairs if c != POOLED_COL) + ([POOLED_COL] if POOLED_COL in pairs else [])
+    rows = []
+    for m in [m for m in METHODS if m in values] + sorted(set(values) - set(METHODS)):
+        rows.append({"method": m, **{_pairs_head(c, pairs[c]): _fmt(values[m].get(c, [])) for c in cols}})
+    return rows
+
+
+def paired_affr(values: dict, pairs: dict, *, a: str = "affr", b: str = "fedavg") -> list[dict]:
+    """``a`` − ``b`` per seed for every column: mean [95 % CI] and a verdict that refuses to over-read."""
+    if a not in values or b not in values:
+        return []
+    rows = []
+    for col in sorted(c for c in pairs if c != POOLED_COL) + [POOLED_COL]:
+        va, vb = np.asarray(values[a].get(col, []), float), np.asarray(values[b].get(col, []), float)
+        if len(va) != len(vb) or not len(va):
+            continue
+        d = va - vb
+        mean, lo, hi = ci95(d)
+        if max(np.nanmean(va), np.nanmean(vb)) >= NEAR_CHANCE_EER:
+            say = f"no verdict: EER near chance (≥ {NEAR_CHANCE_EER:.0%})"
+        elif not (math.isfinite(lo) and math.isfinite(hi)):
+            say = "one seed: no interval"
+        elif lo <= 0 <= hi:
+            say = "too few fingers to tell (interval includes 0)"
+        else:
+            say = f"{'AFFR better' if hi < 0 else 'AFFR worse'} beyond the seed-to-seed noise"
+        rows.append({"test set": _pairs_head(col, pairs[col]), "per seed": ", ".join(f"{v:+.4f}" for v in d),
+                     "AFFR − FedAvg [95% CI]": f"{mean:+.4f} [{lo:+.4f}, {hi:+.4f}]", "verdict": say})
+    return rows
+
+
+def sweep_rows(folder: Path) -> list[dict]:
+    """β points of a ``fedprint sweep`` run: mean test EER over institutions and its cost against β = 0."""
+    import csv
+
+    with (folder / "sweep.csv").open() as f:
+        rows = [r for r in csv.DictReader(f) if r["sweep"] == "beta"]
+    base = next((float(r["eer"]) for r in rows if float(r["beta"]) == 0.0), math.nan)
+    return [{"β": float(r["beta"]), "mean test EER": float(r["eer"]), "accuracy": float(r["accuracy"]),
+             "EER cost vs β = 0": float(r["eer"]) - base if math.isfinite(base) else None} for r in rows]
+
+
+def mia_rows(folder: Path) -> list[dict]:
+    """AUC of every shadow-free membership attack on every model of the audited run (``mia.json``)."""
+    data = json.loads((folder / "mia.json").read_text())
+    return [{"model": r["model"], **{f"{a} AUC": v["auc"] for a, v in r["attacks"].items()}}
+            for r in data.get("run_models") or []]
+
+
+def plot(values: dict, pairs: dict, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = sorted(c for c in pairs if c != POOLED_COL) + [POOLED_COL]
+    methods = [m for m in METHODS if m in values]
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.4 * len(cols)), 4))
+    width = 0.8 / max(1, len(methods))
+    for k, m in enumerate(methods):
+        stats = [ci95([v for v in values[m].get(c, []) if math.isfinite(v)] or [math.nan]) for c in cols]
+        mean = np.array([s[0] for s in stats])
+        lo = np.array([mean[i] - max(s[1], 0.0) if math.isfinite(s[1]) else 0.0 for i, s in enumerate(stats)])
+        hi = np.array([s[2] - mean[i] if math.isfinite(s[2]) else 0.0 for i, s in enumerate(stats)])
+        ax.bar(np.arange(len(cols)) + k * width, mean, width, yerr=[lo, hi], capsize=2, label=m)
+    ax.set_xticks(np.arange(len(cols)) + 0.4 - width / 2, [_pairs_head(c, pairs[c]) for c in cols], rotation=20,
+                  ha="right", fontsize=7)
+    ax.set_ylabel("test EER (mean ± 95 % CI over seeds)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def build(seeds: Path, sweep: Path | None, audit: Path | None, out: Path) -> Path:
+    """Write ``<out>.md`` and ``<out>.png``; returns the markdown path."""
+    summary = json.loads((seeds / "summary.json").read_text())
+    st = load_study(seeds)
+    common = per_seed_common(seeds, summary)
+    if not any(common.values()):
+        raise ValueError(f"{seeds}: the runs hold no common_test rows (made before issue 22?); rerun them")
+    eer, pairs = cell_values(common, "EER")
+    fnmr, _ = cell_values(common, "FNMR@FMR1%")
+    table, paired = summarise(st["per_seed"], unseen=st["unseen"], timings=st["timings"])
+    lines = ["# Real sensors: does federated training (and AFFR) help on real prints?\n",
+             f"Five institutions, one real sensor each (`experiments/real_sensors.toml`), split by finger (open "
+             f"set); {len(st['seeds'])} seeds, T = {st['rounds']} rounds; command `{st['command']}`; wall time "
+             f"{st['wall_s'] / 60:.1f} min. Every cell: mean over seeds [95 % Student-t interval]; every column "
+             "says how many genuine (g) / impostor (i) test pairs stand behind it (a range when the seeds' splits "
+             "differ). Pooled = all institutions' held-out fingers at once (no cross-institution pair); local's "
+             "pooled cell pools each institution's own model. Generated by `bench/study_real_sensors.py`.\n",
+             "## Test EER per institution and pooled\n", markdown_table(institution_table(eer, pairs)),
+             "\n## FNMR at FMR 1 % per institution and pooled\n",
+             "(— : fewer than 100 impostor pairs, FMR 1 % cannot be resolved)\n",
+             markdown_table(institution_table(fnmr, pairs)),
+             "\n## AFFR − FedAvg, paired by seed\n",
+             "Negative = AFFR better. \"Too few fingers to tell\" whenever the interval includes 0.\n",
+             markdown_table(paired_affr(eer, pairs)) if paired_affr(eer, pairs) else "_(AFFR or FedAvg not run)_\n",
+             "\n## Methods (average over institutions) and every method − FedAvg\n", markdown_table(table),
+             f"\n**Answer.** {verdict(paired, table)}\n"]
+    if st["real"]:
+        lines += ["Every global / shared model on all real sets (pooled row of each model, FVC protocol):\n",
+                  markdown_table(st["real"])]
+    if sweep is not None:
+        lines += ["\n## Cost of FP-DFSN on real prints (β sweep)\n",
+                  f"From `{sweep}`: one centralized model per β, mean test EER over the institutions (one seed). "
+                  "FP-DFSN is a perturbation, not differential privacy.\n", markdown_table(sweep_rows(sweep))]
+    if audit is not None:
+        lines += ["\n## Membership inference on the real-data run\n",
+                  f"From `{audit}` (`fedprint audit --attacks mia`): AUC of the shadow-free attacks against each "
+                  "model of the run (0.5 = no leakage).\n", markdown_table(mia_rows(audit))]
+    png = plot(eer, pairs, out.with_suffix(".png"))
+    lines.append(f"\n![test EER per institution and pooled, per method]({png.name})\n")
+    md = out.with_suffix(".md")
+    md.write_text("\n".join(lines) + "\n")
+    return md
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=Path, required=True, help="folder of `fedprint simulate --config real_sensors "
+                                                               "--seeds N`")
+    ap.add_argument("--sweep", type=Path, default=None, help="folder of `fedprint sweep --config real_sensors`")
+    ap.add_argument("--audit", type=Path, default=None, help="folder of `fedprint audit --attacks mia` on one run")
+    ap.add_argument("--out", type=Path, default=Path("docs/real_sensors_study"), help="output path without suffix")
+    a = ap.parse_args()
+    if not (a.seeds / "summary.json").is_file():
+        ap.error(f"--seeds {a.seeds}: expected a finished `fedprint simulate --seeds` folder (no summary.json)")
+    for name, folder, f in (("--sweep", a.sweep, "sweep.csv"), ("--audit", a.audit, "mia.json")):
+        if folder is not None and not (folder / f).is_file():
+            ap.error(f"{name} {folder}: no {f} there")
+    md = build(a.seeds, a.sweep, a.audit, a.out)
+    print(f"written {md} and {md.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()
