@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from data.sources import make_partitions
+from data.real_sets import REAL_ENV, real_root
+from data.sources import load_source, make_partitions
 from data.stripes import stripe_records
 from fedprint_config import SHIPPED_DIR, load_experiment
 from lab.simulate import check_partitions
@@ -18,8 +19,14 @@ SHIPPED = sorted(p.stem for p in SHIPPED_DIR.glob("*.toml"))
 
 
 def _stand_in_records(cfg):
+    """Stripe records with each synthetic source's counts; a real set's own records (skip when it is absent)."""
     recs = []
     for k, s in enumerate(cfg.data.sources):
+        if s.kind == "real":
+            if not (real_root() / s.name).is_dir():
+                pytest.skip(f"real set {s.name!r} not present under {real_root()} (${REAL_ENV})")
+            recs += load_source(s, progress=False)
+            continue
         recs += stripe_records(n_fingers=s.fingers, n_impressions=s.impressions, size=8, domain=f"synth:{s.profile}",
                                seed=k)
     return recs
