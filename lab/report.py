@@ -217,6 +217,16 @@ def real_sample_section(real: list[dict] | None) -> str:
             "pipeline; — : FNMR@FMR1% needs at least 100 impostor pairs.\n")
 
 
+def client_pairs_note(common: list[dict]) -> str:
+    """One line: the genuine / impostor test pairs behind each client's numbers (from the common-test rows)."""
+    seen: dict[str, str] = {}
+    for r in common:
+        if not str(r[COMMON_COLUMN]).startswith("pooled"):
+            seen.setdefault(r[COMMON_COLUMN], f"{r[COMMON_COLUMN]} {r['genuine']} / {r['impostor']}")
+    return ("Test pairs behind each client's numbers (genuine / impostor): " + "; ".join(seen.values()) + ".\n"
+            if seen else "")
+
+
 #: Column naming the institution (or the pooled set) of a common-test row (:mod:`lab.common_test`).
 COMMON_COLUMN = "test set"
 
@@ -276,6 +286,7 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
         "## Per-client test accuracy (shape of Yan et al. 2025 Table 3)\n",
         markdown_table(_pivot(results, "accuracy", clients)),
         "## Per-client test EER\n", markdown_table(_pivot(results, "eer", clients)),
+        client_pairs_note(common or []),
         "## Methods (shape of Yan et al. 2025 Table 4)\n", markdown_table(summary),
         privacy_section(privacy or {}),
         noise_swings(run_dir, methods),
