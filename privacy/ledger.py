@@ -112,9 +112,9 @@ class Reservation:
 def _positive(value: float | None, name: str, *, allow_zero: bool = False, allow_none: bool = False) -> float | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
-            or value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{name}: expected a finite number {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    problem = _number(value, name, positive=not allow_zero)  # the rule the file's numbers are read with
+    if problem:
+        raise ValueError(problem)
     return float(value)
 
 
@@ -147,8 +147,9 @@ class Ledger:
         self.total_delta = _positive(total_delta, "total_delta", allow_zero=True)
         if (window is None) != (window_epsilon is None):
             raise ValueError("window and window_epsilon: give both or neither")
-        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
-            raise ValueError(f"window: expected an integer >= 1 (releases), got {window!r}")
+        problem = window is not None and _number(window, "window (releases)", positive=True, integer=True)
+        if problem:
+            raise ValueError(problem)
         self.window = window
         self.window_epsilon = _positive(window_epsilon, "window_epsilon", allow_none=True)
         self._same_config(self._read())  # early, friendly refusal; re-checked under the lock before every use

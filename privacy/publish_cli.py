@@ -177,7 +177,10 @@ def _open_ledger(args: argparse.Namespace) -> Ledger | None:
     try:
         return Ledger(args.ledger, args.budget, window=args.window, window_epsilon=args.window_epsilon)
     except ConfigMismatch as exc:
-        raise ValueError(f"--budget {args.budget:g}: {exc}") from exc
+        given = {"total_epsilon": f"--budget {args.budget:g}", "window": f"--window {args.window}",
+                 "window_epsilon": f"--window-epsilon {args.window_epsilon}"}
+        options = [v for k, v in given.items() if exc.stored[k] != exc.requested[k]] or ["--ledger"]
+        raise ValueError(f"{', '.join(options)}: {exc}") from exc
 
 
 def _check_outputs(image: Path, out: Path, paths: list[Path], force: bool) -> None:
@@ -191,7 +194,7 @@ def _check_outputs(image: Path, out: Path, paths: list[Path], force: bool) -> No
             continue
         if path.is_dir():
             raise ValueError(f"-o {out}: {path} is a directory; give a file name")
-        if image.exists() and os.path.samefile(path, image):
+        if path.exists() and image.exists() and os.path.samefile(path, image):
             raise ValueError(f"-o {out}: {path} is the input image; a release never overwrites its input")
         if not force:
             raise ValueError(f"-o {out}: {path} already exists (pass --force to overwrite it)")
