@@ -25,6 +25,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("lab.train_cli", "verification accuracy vs FP-DFSN beta and noise variance"),
     "verify": ("recognition.cli", "compare two fingerprint images with a trained model (1:1)"),
     "evaluate": ("recognition.cli", "EER, FNMR at fixed FMR and ROC of a model on a dataset"),
+    "enroll": ("recognition.template_cli", "write a protected template (fuzzy vault or embedding sketch) of one "
+                                           "finger"),
     "identify": ("recognition.cli", "search a gallery for probe fingerprints (1:N, rank-k, CMC)"),
     "data": ("data.cli", "synthetic fingerprints and dataset tools"),
     "publish": ("privacy.publish_cli", "DP-publish one fingerprint image or its minutiae (through a ledger)"),

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from fedprint_config.arg_types import add_device_arg, positive_float
+from recognition.template_cli import add_evaluate_options, add_verify_options
 
 #: The shipped model, trained on synthetic fingerprints only (see models/pretrained/MODEL_CARD.md).
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "pretrained" / "fedprint-synthetic.pt"
@@ -41,6 +42,12 @@ def _read(path: str, what: str):
 
 
 def _verify(args: argparse.Namespace) -> int:
+    if args.template:  # protected template (issue 26)
+        from recognition.template_cli import verify_with_template
+
+        return verify_with_template(args)
+    if args.b is None:
+        raise ValueError("B: give a second image, or --template TEMPLATE")
     from models.model_file import load_model
     from recognition.matching import verify
 
@@ -62,6 +69,11 @@ def _load_data(root: str, layout: str, dpi: float | None, what: str):
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    if args.template_scheme:  # protected templates (issue 26)
+        from recognition.template_cli import evaluate_with_templates
+
+        records = _load_data(args.data, args.layout, args.dpi, "--data")
+        return evaluate_with_templates(args, records, _out_dir(args.out, "evaluate-templates"))
     from data.atomic_io import write_csv, write_json
     from models.metrics import plot_roc
     from models.model_file import load_model
@@ -153,8 +165,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Distance and match decision of two images. Exit status 0: match, 1: no match, "
                                    "2: error.")
     v.add_argument("a", help="first image (PNG, BMP, TIFF, ...)")
-    v.add_argument("b", help="second image")
+    v.add_argument("b", nargs="?", help="second image (or --template)")
     _model_arg(v)
+    add_verify_options(v)
     v.add_argument("--threshold", type=float, default=None,
                    help="distance threshold (default: the model's, chosen on validation pairs)")
     v.add_argument("--dpi", type=positive_float, default=500.0, help="resolution of both images (dots per inch)")
@@ -175,6 +188,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--threshold", type=float, default=None, help="threshold for accuracy/FMR/FNMR (default: model's)")
     e.add_argument("--out", default=None, help="output folder (default: runs/evaluate-<UTC time>)")
     add_device_arg(e)
+    add_evaluate_options(e)
     e.set_defaults(func=_evaluate)
 
     i = sub.add_parser("identify", help="search a gallery for probe fingerprints (1:N, rank-k, CMC)",
