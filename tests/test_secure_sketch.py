@@ -32,8 +32,8 @@ def test_interval_sketch_loss_hand_computed():
 
 
 def test_weighted_vault_loss_sign_error_fixed():
-    # p = 3, q = 2, g = 4, t' = 1: derivation 6 log 3 - 2 log 3 - 2 log 2 = 4 log 3 - 2
-    exact = 4 * math.log2(3) - 2
+    # p = 3, q = 2, g = 4, t' = 1: derivation 6 log 3 - (4 - 2 - 1) log 3 - (6 - 4) log 2 = 5 log 3 - 2
+    exact = 5 * math.log2(3) - 2
     assert entropy.weighted_vault_loss_derivation(3, 2, 4, 1) == pytest.approx(exact)
     assert entropy.weighted_vault_loss(3, 2, 4, 1) == pytest.approx(exact)
     # the printed form adds g log(p/(p-1)) instead of subtracting it: differs by 2 g log(3/2)
