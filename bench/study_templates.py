@@ -31,11 +31,12 @@ from privacy.templates.alignment import helper_field, refine, register
 from privacy.templates.consistency import consistent_minutiae, match_points
 from privacy.templates.vault_template import VaultParams, enrol, template_params, verify
 from recognition.matching import embed_images
+from recognition.template_eval import enrol_probe_split
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
 SETS = ("fvc2002_db1_b", "fvc2002_db3_b", "fvc_300x300_b", "pyfnprint_16x8")
 PIN = "2468"
-ENROL, PROBES, SECOND = (0, 1, 2), (3, 4, 5, 6, 7), (3, 4, 5)
+ENROL, SECOND = (0, 1, 2), (3, 4, 5)
 SKETCH_K = 64
 
 
@@ -74,10 +75,10 @@ def run_set(name: str, model, vault_p: VaultParams, real: Path = REAL) -> dict:
     out: dict = {"fingers": len(fingers), "images": len(recs), "minutiae_median": float(np.median(
         [len(m) for m in mins.values()])), "extract_s": t_min, "schemes": {}}
     keys = list(fingers)
-    imp_probe = {f: fingers[f][PROBES[0]] for f in keys}
+    split = enrol_probe_split(recs, len(ENROL))  # genuine: impressions 4-8; impostor: impression 4 of the others
 
     def pairs(f):
-        return [(r, True) for r in (fingers[f][i] for i in PROBES)] + [(imp_probe[o], False) for o in keys if o != f]
+        return split[f][1]
 
     templates: dict = {}
     for sname, p in schemes.items():
