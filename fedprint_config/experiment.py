@@ -248,6 +248,10 @@ class DPSection:
     with ``target_epsilon``, σ is calibrated so that ``train.epochs`` epochs spend that ε at δ. ``delta`` left
     unset is the largest power of ten strictly below 1 / (DP training pairs) of each trained model.
     ``accountant``: "rdp" or "prv" (``client.dp_sgd.ACCOUNTANTS``).
+
+    ``threshold`` (client level): the decision threshold the released model file carries — a public value the
+    user chooses; left unset, a client-level DP model file carries none (a threshold averaged from the clients'
+    validation data would be a release without DP).
     """
 
     enabled: bool = False
@@ -260,6 +264,7 @@ class DPSection:
     client_clip: float = 1.0
     alpha_cap: float = 2.0
     gap_noise_ratio: float = 1.0
+    threshold: float | None = None
 
     def __post_init__(self) -> None:
         def bad(key: str, expected: str) -> ValueError:
@@ -288,6 +293,8 @@ class DPSection:
             raise bad("alpha_cap", "a number >= 1 (weights may reach alpha_cap / m)")
         if not (math.isfinite(self.gap_noise_ratio) and self.gap_noise_ratio > 0):
             raise bad("gap_noise_ratio", "a finite number > 0")
+        if self.threshold is not None and not (math.isfinite(self.threshold) and self.threshold > 0):
+            raise bad("threshold", "a finite distance > 0 (the public decision threshold of the released model)")
 
     def trainer_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``client.dp_sgd.train_siamese_dp`` (σ = 1.0 when neither σ nor ε is given)."""

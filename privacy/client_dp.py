@@ -1,36 +1,51 @@
 """Client-level differential privacy for weighted federated averaging — sound for AFFR's adaptive weights.
 
 Unit and relation. The unit is a whole institution (client): two federations are neighbours when one client's
-entire data is replaced by anything else (replace-one; the number of clients m and who takes part are public).
-The released objects are the global models θ_g^1 … θ_g^T (and everything computed from them).
+entire data is replaced by anything else (replace-one). The released objects are the global models
+θ_g^1 … θ_g^T (and everything computed from them).
 
-Mechanism, per round t (:func:`dp_round`):
+Cohort (public, fixed before any reply). Each round the server chooses its cohort — the nodes it sends the round
+to — from the connected nodes only (Flower's sampler; no client data is read), and fixes m = |cohort| and the cap
+c/m then. A member's reply can be rejected (an error, a time-out, NaN/Inf arrays, ``num-examples <= 0``, a
+missing gap — all of which can depend on its data): it then still counts, with a gap of 0 and a zero update, at
+the weight the rule gives it. So the number of clients m, who takes part, the cap and the shape of σ never depend
+on any client's data (:class:`server.dp_affr.DPAFFR`). Replacing client j's data by, e.g., an empty set changes
+only client j's own gap coordinate and client j's own clipped update — exactly what steps 1 and 3 bound.
 
-1. Every client reports its generalization gap G_i (AFFR, Yan et al. 2025 Eq. 5), clipped to [−1, 1]. The server
-   adds N(0, (2·z_g)²) to each gap (:func:`noisy_gaps`): the vector of gaps has L2 sensitivity 2 under
-   replace-one (only the replaced client's own coordinate moves, by at most 2). A Gaussian mechanism.
-2. The AFFR weight update (FedDG-GA rule) runs on the *noisy* gaps and the previous (public) weights: post-
-   processing. The weights are then projected onto the capped simplex {α : Σα = 1, 0 ≤ α_i ≤ c/m}
+Mechanism, per round t (:class:`server.dp_affr.DPAFFR`):
+
+1. Every cohort member contributes its generalization gap G_i (AFFR, Yan et al. 2025 Eq. 5), clipped to [−1, 1]
+   (0 for a rejected member). The server adds N(0, (2·z_g)²) to each gap (:func:`noisy_gaps`): the vector of
+   gaps has L2 sensitivity 2 under replace-one (only the replaced client's own coordinate moves, by at most 2).
+   A Gaussian mechanism.
+2. The AFFR weight update (FedDG-GA rule) runs on the *noisy* gaps and the previous (public) weights of the
+   cohort: post-processing. The weights are then projected onto the capped simplex {α : Σα = 1, 0 ≤ α_i ≤ c/m}
    (:func:`cap_weights`), so no client can reach α → 1.
-3. Each client's update Δ_i = θ_i − θ_g is clipped to L2 norm C (:func:`clip_update`). The server releases
-   θ_g + Σ_i α_i Δ̃_i + N(0, σ² I) with σ = z · 2C · max_i α_i. With α public at this point (step 2 is a
-   post-processing of released values), replacing client j's data changes the weighted sum by
-   α_j ‖Δ̃_j − Δ̃'_j‖ ≤ 2C α_j ≤ 2C max_i α_i: L2 sensitivity 2C·max α. A Gaussian mechanism with noise multiplier z.
+3. Each member's update Δ_i = θ_i − θ_g is clipped to L2 norm C (:func:`clip_update`; a rejected member's is 0).
+   The server releases θ_g + Σ_i α_i Δ̃_i + N(0, σ² I) with σ = z · 2C · max_i α_i. With α public at this point
+   (step 2 is a post-processing of released values), replacing client j's data changes the weighted sum by
+   α_j ‖Δ̃_j − Δ̃'_j‖ ≤ 2C α_j ≤ 2C max_i α_i: L2 sensitivity 2C·max α. A Gaussian mechanism with noise
+   multiplier z.
 
-Proof of the guarantee. Each round is the adaptive composition of two Gaussian mechanisms with noise multipliers
-z_g and z (each noise std = multiplier × L2 sensitivity). The Gaussian mechanism with multiplier z satisfies
+Proof of the guarantee. Round t is the adaptive composition of two Gaussian mechanisms with noise multipliers
+z_g,t and z_t (each noise std = multiplier × L2 sensitivity). The Gaussian mechanism with multiplier z satisfies
 (λ, λ/(2z²))-RDP for every order λ > 1 (Mironov 2017, Prop. 7); RDP composes additively over mechanisms and over
-adaptively chosen rounds (Mironov 2017, Prop. 1), so T rounds satisfy (λ, T·λ/2·(1/z² + 1/z_g²))-RDP; that is
-converted to (ε, δ) with Opacus's RDP conversion (:func:`client_epsilon`). Every client takes part in every
-round: **no sampling, hence no privacy amplification**. A mechanism that calibrated σ to 2C/m (the uniform 1/m
-average) while α_i > 1/m would under-noise client i by the factor α_i·m — exactly what Flower's
-``DifferentialPrivacyServerSideFixedClipping`` does (σ = z·C/m) when it wraps a weighted strategy.
+adaptively chosen rounds (Mironov 2017, Prop. 1), so the releases r = 1 … R made so far satisfy
+(λ, Σ_r λ/2·(1/z_r² + 1/z_g,r²))-RDP — each release with the parameters it actually used
+(:func:`composed_epsilon`); that is converted to (ε, δ) with Opacus's RDP conversion. Every release counts,
+including a round re-run after a crash (its first model may already have reached the clients): the server logs a
+release before the model leaves it (:mod:`server.checkpoint`). **No amplification by sampling is claimed**: a
+client that is not in a round's cohort is charged as if it had been (sampling can only lower the true ε).
+A mechanism that calibrated σ to 2C/m (the uniform 1/m average) while α_i > 1/m would under-noise client i by the
+factor α_i·m — exactly what Flower's ``DifferentialPrivacyServerSideFixedClipping`` does (σ = z·C/m) when it wraps
+a weighted strategy.
 
 What is NOT protected: the server sees each client's clipped update and raw gap (central DP, trusted server);
-per-client metrics the ClientApp reports (validation accuracies, training loss, counts) are written to the
-server's round logs unprotected; the number of clients and the rounds they took part in are public. A finger
-(or a record) is protected at least as well as its institution: one finger changes at most its institution's
-data, so the client-level (ε, δ) holds for it too.
+per-client metrics the ClientApp reports (validation accuracies, gap standard errors, training loss, counts, test
+metrics, validation thresholds) are a server-internal record, written to the server's round logs and report
+unprotected — they are not part of the release; the number of clients, their names and the rounds they were
+asked to take part in are public. A finger (or a record) is protected at least as well as its institution: one
+finger changes at most its institution's data, so the client-level (ε, δ) holds for it too.
 
 References
 ----------
@@ -113,19 +128,33 @@ def dp_weighted_sum(updates: Mapping[str, Sequence[np.ndarray]], alpha: Mapping[
     return noisy, {"sigma": sigma, "norms": norms, "clipped": sum(n > clip for n in norms.values())}
 
 
-def client_epsilon(noise_multiplier: float, gap_noise_multiplier: float | None, rounds: int, delta: float) -> float:
-    """(ε at δ) of ``rounds`` rounds of :func:`dp_round` by RDP composition (module docstring), no sampling.
+def composed_epsilon(releases: Sequence[tuple[float, float | None]], delta: float) -> float:
+    """(ε at δ) of a sequence of releases, each ``(z, z_g)`` with the multipliers it used (module docstring).
 
-    ``gap_noise_multiplier`` None = no gap release (uniform weights, DP-FedAvg). ``noise_multiplier`` 0 → ∞.
+    ``z_g`` None = that release had no gap release. Any ``z <= 0`` (or ``z_g <= 0``) → ∞; no release → 0.
     """
     from opacus.accountants.analysis.rdp import get_privacy_spent
 
-    if noise_multiplier <= 0 or (gap_noise_multiplier is not None and gap_noise_multiplier <= 0):
-        return math.inf
-    per = 1.0 / noise_multiplier ** 2 + (0.0 if gap_noise_multiplier is None else 1.0 / gap_noise_multiplier ** 2)
-    rdp = np.array([rounds * lam * per / 2.0 for lam in ORDERS])
+    if not releases:
+        return 0.0
+    per = 0.0
+    for z, zg in releases:
+        if z <= 0 or (zg is not None and zg <= 0):
+            return math.inf
+        per += 1.0 / z ** 2 + (0.0 if zg is None else 1.0 / zg ** 2)
+    rdp = np.array([lam * per / 2.0 for lam in ORDERS])
     eps, _ = get_privacy_spent(orders=ORDERS, rdp=rdp, delta=delta)
     return float(eps)
+
+
+def client_epsilon(noise_multiplier: float, gap_noise_multiplier: float | None, rounds: int, delta: float) -> float:
+    """(ε at δ) of ``rounds`` rounds of the module docstring's mechanism with the same multipliers (:func:`composed_epsilon`).
+
+    ``gap_noise_multiplier`` None = no gap release (uniform weights, DP-FedAvg). ``noise_multiplier`` 0 → ∞.
+    """
+    if noise_multiplier <= 0 or (gap_noise_multiplier is not None and gap_noise_multiplier <= 0):
+        return math.inf
+    return composed_epsilon([(noise_multiplier, gap_noise_multiplier)] * max(rounds, 1), delta)
 
 
 def calibrate(target_epsilon: float, delta: float, rounds: int, gap_ratio: float | None = 1.0,

@@ -263,6 +263,8 @@ class AFFR(FedAvg):
         self.history: list[dict[str, Any]] = []
         self.round_offset = 0
         self._reference: ArrayRecord | None = None
+        #: Flower node id -> the client name it gave in a reply of this process (node ids change on restart).
+        self.node_names: dict[int, str] = {}
 
     # ------------------------------------------------------------------ rounds
     def _round(self, server_round: int) -> int:
@@ -311,14 +313,19 @@ class AFFR(FedAvg):
         candidates: dict[int, tuple[str, RecordDict, dict]] = {}
         rejected: dict[str, str] = {}
 
+        self._rejected_nodes: dict[int, str] = {}
+
         def reject(node: int, who: str, reason: str) -> None:
             rejected[who] = reason
+            self._rejected_nodes[node] = reason
             log(WARNING, "%s: rejected reply from node %d: %s [%s]", stage, node, reason, who)
 
         for node in sorted(by_node):
             msgs = by_node[node]
             content = msgs[0].content if len(msgs) == 1 and msgs[0].has_content() else None
             who = client_identity(node, content)
+            if content is not None and who != f"node-{node}":
+                self.node_names[node] = who  # the name a node gives is public (its node config), kept per process
             if len(msgs) > 1:
                 reason: str | None = f"{len(msgs)} replies from the same node in one round"
             elif msgs[0].has_error():
@@ -344,11 +351,13 @@ class AFFR(FedAvg):
             claimed.setdefault(who, []).append(node)
         accepted: dict[str, RecordDict] = {}
         self._decoded: dict[str, dict] = {}
+        self._node_of: dict[str, int] = {}
         for node, (who, content, arrays) in sorted(candidates.items(), key=lambda kv: kv[1][0]):
             if len(claimed[who]) > 1:
                 reject(node, who, f"identity {who!r} claimed by nodes {claimed[who]} in one round")
                 continue
             accepted[who] = content
+            self._node_of[who] = node
             self._decoded[who] = arrays  # decoded once here, reused by the aggregation
         log(INFO, "%s: %d accepted, %d rejected", stage, len(accepted), len(rejected))
         return accepted, rejected
@@ -376,20 +385,8 @@ class AFFR(FedAvg):
             "round": t, "step": d_t, "participating": sorted(accepted), "rejected": rejected
         }
 
-        reported, gaps = {}, {}
-        for node, content in accepted.items():
-            raw = float(next(iter(content.metric_records.values()))[self.gap_key])
-            reported[node] = raw
-            if node not in self.alpha:
-                if raw != 0.0:
-                    log(INFO, "aggregate_train: %s participates for the first time; its gap %.4g is "
-                        "taken as 0 (no previous local model, Eq. 5)", node, raw)
-                gaps[node] = 0.0
-            else:
-                gaps[node] = min(1.0, max(-1.0, raw))
-                if gaps[node] != raw:
-                    log(WARNING, "aggregate_train: gap %.4g of %s clipped to %.0f",
-                        raw, node, gaps[node])
+        reported = {n: float(next(iter(c.metric_records.values()))[self.gap_key]) for n, c in accepted.items()}
+        gaps = {n: self._gap_used(n, raw, n not in self.alpha) for n, raw in reported.items()}
         entry["reported_gaps"], entry["gaps"] = reported, gaps
 
         if not accepted:
@@ -398,9 +395,21 @@ class AFFR(FedAvg):
             self.history.append(entry)
             return None, None
 
-        newcomers = [n for n in sorted(accepted) if n not in self.alpha]
-        self._admit(sorted(accepted))
         present = sorted(accepted)
+        newcomers = [n for n in present if n not in self.alpha]
+        se = {n: self._gap_se(accepted[n]) for n in present}
+        round_weights = self._round_weights(t, d_t, present, newcomers, gaps, se, entry)
+
+        arrays = self._aggregate_arrays([self._decoded[n] for n in present], [round_weights[n] for n in present])
+        metrics = self._aggregate_metrics([accepted[n] for n in present], self.train_metrics_aggr_fn,
+                                          "aggregate_train")
+        return arrays, metrics
+
+    def _round_weights(self, t: int, d_t: float, present: list[str], newcomers: list[str], gaps: dict[str, float],
+                       se: dict[str, float], entry: dict[str, Any]) -> dict[str, float]:
+        """This round's aggregation weights over ``present`` (class docstring, *Update*); stores α back and
+        appends ``entry`` (completed with the gaps used and the weights) to the history."""
+        self._admit(present)
         mass = math.fsum(self.alpha[n] for n in present)
         if mass > 0:
             start = {n: self.alpha[n] / mass for n in present}
@@ -418,11 +427,12 @@ class AFFR(FedAvg):
             entry["gaps"].update(used)
             mu = math.fsum(used.values()) / len(used)
             spread = max(abs(g - mu) for g in used.values())
-            se = max(self._gap_se(accepted[n]) for n in veterans)
-            entry.update(max_centred_gap=spread, gap_se=se, within_noise=bool(se > 0 and spread < 2 * se))
-            if self.noise_floor > 0 and spread < self.noise_floor * se:
+            gap_se = max(se[n] for n in veterans)
+            entry.update(max_centred_gap=spread, gap_se=gap_se,
+                         within_noise=bool(gap_se > 0 and spread < 2 * gap_se))
+            if self.noise_floor > 0 and spread < self.noise_floor * gap_se:
                 log(INFO, "aggregate_train: gap spread %.4g < %.3g x SE %.4g: weights unchanged (noise floor)",
-                    spread, self.noise_floor, se)
+                    spread, self.noise_floor, gap_se)
             else:
                 moved = update_weights({n: start[n] / share for n in veterans}, used, d_t)
                 round_weights.update({n: moved[n] * share for n in veterans})
@@ -439,11 +449,20 @@ class AFFR(FedAvg):
         self.history.append(entry)
         log(INFO, "aggregate_train: round %d, step %.4f, weights %s", t, d_t,
             {n: round(w, 4) for n, w in round_weights.items()})
+        return round_weights
 
-        arrays = self._aggregate_arrays([self._decoded[n] for n in present], [round_weights[n] for n in present])
-        metrics = self._aggregate_metrics([accepted[n] for n in present], self.train_metrics_aggr_fn,
-                                          "aggregate_train")
-        return arrays, metrics
+    def _gap_used(self, who: str, raw: float, newcomer: bool) -> float:
+        """The gap a reply's value ``raw`` stands for: 0 for a first participation (Eq. 5 undefined), else
+        clipped to [−1, 1] (logged)."""
+        if newcomer:
+            if raw != 0.0:
+                log(INFO, "aggregate_train: %s participates for the first time; its gap %.4g is taken as 0 (no "
+                    "previous local model, Eq. 5)", who, raw)
+            return 0.0
+        used = min(1.0, max(-1.0, raw))
+        if used != raw:
+            log(WARNING, "aggregate_train: gap %.4g of %s clipped to %.0f", raw, who, used)
+        return used
 
     def _gap_se(self, content: RecordDict) -> float:
         """The gap's standard error a reply reports (0 when absent or not a finite number >= 0)."""
@@ -520,6 +539,9 @@ class AFFR(FedAvg):
             if state[name] != getattr(self, name):
                 raise ValueError(f"state: {name} = {state[name]!r} does not match this strategy's "
                                  f"{getattr(self, name)!r}")
+        if state.get("dp") is not None:
+            raise ValueError("state: the checkpoint is of a client-level DP run ([dp] level = \"client\"); resume it "
+                             "with the same [dp] settings, or start a new run directory")
         history = [{**e, **{f: dict(e[f]) for f in _KEYED}, "participating": [str(n) for n in e["participating"]]}
                    for e in state["history"]]
         self.alpha = {str(n): float(a) for n, a in state["alpha"].items()}

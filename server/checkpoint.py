@@ -5,8 +5,15 @@ Layout inside a method's run directory::
     checkpoint/arrays-r0007.npz     global model after round 7 (numpy arrays, Flower ArrayRecord keys)
     checkpoint/state.json           {"format", "round", "arrays", "strategy", "strategy_state", "rounds"}
 
+    checkpoint/dp_releases.json     client-level DP runs: every model release, written when it is made
+
 ``state.json`` is written (atomically) *after* its arrays file and names it, so whatever instant a run is
 killed at, ``state.json`` points to a complete model; older arrays files are deleted afterwards.
+
+``dp_releases.json`` is not rolled back by a resume: Flower sends round t's model to the clients (evaluation)
+before round t's checkpoint exists, so a run killed in that window re-runs round t with fresh noise — a second
+release of the same data. Each release is appended here (atomically) before its model leaves the server, and the
+accountant composes every entry (:meth:`server.dp_affr.DPAFFR.accounting`).
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from flwr.app import Array, ArrayRecord
 from data.atomic_io import atomic_write_bytes, write_json
 
 FORMAT = "fedprint-checkpoint/1"
+RELEASES_FORMAT = "fedprint-dp-releases/1"
+RELEASES = "dp_releases.json"
 
 
 def save_checkpoint(run_dir: str | Path, round_done: int, arrays: ArrayRecord, *, strategy: str,
@@ -55,3 +64,20 @@ def load_checkpoint(run_dir: str | Path) -> tuple[dict[str, Any], ArrayRecord] |
         values = [npz[f"a{i:04d}"] for i in range(len(state["keys"]))]
     arrays = ArrayRecord(OrderedDict((k, Array(v)) for k, v in zip(state["keys"], values, strict=True)))
     return state, arrays
+
+
+def load_releases(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The client-level DP releases logged in ``run_dir`` (empty list when none)."""
+    path = Path(run_dir) / "checkpoint" / RELEASES
+    if not path.is_file():
+        return []
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or data.get("format") != RELEASES_FORMAT or not isinstance(data.get("releases"), list):
+        raise ValueError(f"{path}: expected a {RELEASES_FORMAT!r} release log")
+    return list(data["releases"])
+
+
+def append_release(run_dir: str | Path, release: dict[str, Any]) -> Path:
+    """Append one release to ``run_dir``'s DP release log (atomic rewrite); returns its path."""
+    releases = [*load_releases(run_dir), release]
+    return write_json(Path(run_dir) / "checkpoint" / RELEASES, {"format": RELEASES_FORMAT, "releases": releases})

@@ -45,7 +45,7 @@ from fedprint_config.rundir import new_run_dir
 from models.model_file import model_bytes, weighted_threshold
 from privacy.client_dp import calibrate
 from server.affr import AFFR
-from server.checkpoint import load_checkpoint, save_checkpoint
+from server.checkpoint import append_release, load_checkpoint, load_releases, save_checkpoint
 from server.dp_affr import DPAFFR
 from server.personalized import FedALA, FedAS, FedDBE
 
@@ -273,6 +273,9 @@ def run_federation(grid: Grid, conf: ServerSettings,
     strategy = build_strategy(name, num_rounds=total, step=step, proximal_mu=mu, fed=fed,
                               min_nodes=conf.min_nodes, dp=cfg.dp)
 
+    if isinstance(strategy, DPAFFR):  # every release made in this directory counts, checkpointed or not
+        strategy.restore_releases(load_releases(run_dir))
+        strategy.on_release = lambda release: append_release(run_dir, release)
     done, past_rounds = 0, []
     ckpt = load_checkpoint(run_dir) if conf.resume else None
     if ckpt is not None:
@@ -326,7 +329,30 @@ def run_federation(grid: Grid, conf: ServerSettings,
                         privacy=strategy.accounting() if isinstance(strategy, DPAFFR) else None)
     if final["rounds"] >= total:
         export_global_model(run_dir / "model.pt", latest["arrays"], cfg, rounds, method=name, final=final)
+    if isinstance(strategy, DPAFFR):
+        write_json(run_dir / "released.json", release_manifest(final["privacy"], exported=final["rounds"] >= total,
+                                                               threshold=cfg.dp.threshold))
     return run_dir
+
+
+def release_manifest(privacy: dict[str, Any], *, exported: bool, threshold: float | None) -> dict[str, Any]:
+    """``released.json`` of a client-level DP run: what is released under DP and what is a server-internal record
+    that DP does not protect (the split :mod:`privacy.client_dp` proves)."""
+    thr = (f"the user-set [dp] threshold {threshold:g} (public)" if threshold is not None
+           else "none (a threshold fitted on client data would be a release without DP)")
+    return {
+        "released_under_dp": {
+            **({"model.pt": f"final global weights (noisy release of round {privacy['rounds']}); threshold: {thr}; "
+                            "no client metrics"} if exported else {}),
+            "every global model θ_g^t sent to the clients": "one release per round (dp_releases.json counts them)"},
+        "guarantee": privacy,
+        "server_internal_unprotected": {
+            "rounds.json / rounds.csv / clients.csv": "per-client gaps, gap standard errors, weights, validation "
+                                                      "accuracies, losses, test metrics and thresholds as the clients "
+                                                      "reported them",
+            "final.json": "per-client test metrics of the final model (and the guarantee)",
+            "checkpoint/": "server state for resume (weights, history, the release log)"},
+    }
 
 
 def export_global_model(path: Path, arrays: ArrayRecord, cfg: Any, rounds: list[dict[str, Any]], *, method: str,
@@ -335,10 +361,24 @@ def export_global_model(path: Path, arrays: ArrayRecord, cfg: Any, rounds: list[
 
     Its threshold is the mean of the clients' own validation thresholds from the last round's evaluation,
     weighted by their validation pairs (:func:`models.model_file.weighted_threshold`): the server holds no data.
-    Personalised methods export no threshold (their clients validated their own models, not this one).
+    Personalised methods export no threshold (their clients validated their own models, not this one). A
+    client-level DP run exports only DP-released content: the noisy weights, the user's public ``[dp] threshold``
+    (or none) and the guarantee — no client threshold, no per-client metric.
     """
     net = cfg.model.new_encoder(cfg.run.seed)
     net.load_state_dict(arrays.to_torch_state_dict())
+    spec = cfg.model.input_spec()
+    names = [r["client"] for r in (rounds[-1]["clients"] if rounds else [])]
+    if final["privacy"].get("level") == "client":  # only DP-released content: weights, a public threshold, names
+        threshold = cfg.dp.threshold
+        source = ("set by the user ([dp] threshold), public" if threshold is not None else
+                  "none: a client-level DP model carries no threshold fitted on client data; give --threshold, set "
+                  "[dp] threshold, or use threshold-free metrics (EER)")
+        data = model_bytes(net, encoder_name=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim, spec=spec,
+                           encoder_kwargs=cfg.model.encoder_kwargs(), threshold=threshold, method=method,
+                           metrics={"privacy": final["privacy"]}, threshold_source=source,
+                           data={**cfg.data_summary(), "clients": names}, provenance=provenance())
+        return atomic_write_bytes(path, data)
     rows = [r for r in (rounds[-1]["clients"] if rounds else []) if r.get("eval_status") == "ok"]
     threshold = weighted_threshold([r.get("threshold", float("nan")) for r in rows],
                                    [r.get("val-pairs", 0) for r in rows])
@@ -347,7 +387,6 @@ def export_global_model(path: Path, arrays: ArrayRecord, cfg: Any, rounds: list[
     if method in PERSONALIZED:  # the clients' thresholds fit their personalised models, not this global one
         threshold, source = None, (f"none: {method} clients chose thresholds for their own personalised models; "
                                    "give --threshold, or use threshold-free metrics (EER)")
-    spec = cfg.model.input_spec()
     data = model_bytes(net, encoder_name=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim, spec=spec,
                        encoder_kwargs=cfg.model.encoder_kwargs(), threshold=threshold, method=method,
                        metrics={"test": final["clients"]},
@@ -383,8 +422,9 @@ def write_final(run_dir: Path, name: str, rounds: list[dict[str, Any]],
     final = {"strategy": name, "rounds": last["round"], "clients": clients, "problems": problems,
              "privacy": privacy or {"level": "none", "statement": "no differential privacy in this run"}}
     if privacy:
-        log(INFO, "%s: client-level (%.3g, %.0e)-DP after %d rounds (%s)", name, privacy["epsilon"],
-            privacy["delta"], privacy["rounds"], privacy["sampling"])
+        log(INFO, "%s: client-level (%.3g, %.0e)-DP after %d releases of %d rounds; %s; sampling: %s", name,
+            privacy["epsilon"], privacy["delta"], privacy["releases"], privacy["rounds"], privacy["delta_rule"],
+            privacy["sampling"])
     write_json(run_dir / "final.json", final)
     return final
 

@@ -11,7 +11,7 @@ from tests.test_affr import SHAPES, configure, numpy_of, task_identity, three_mo
 
 
 def _round(strat, t, glob, models, gaps):
-    configure(strat, t, glob)
+    configure(strat, t, glob, nodes=tuple(sorted(models)))  # the cohort: the nodes the round is sent to
     return strat.aggregate_train(t, [train_reply(n, models[n], gaps[n]) for n in sorted(models)])
 
 
