@@ -151,29 +151,36 @@ def _plan(attacks: Sequence[str], settings: AuditSettings) -> list[str]:
 
 
 def _client_dp_part(info: RunInfo) -> dict:
-    """One-run canary audit (Steinke et al. 2023) of every client-level DP method of a simulate run, with the
-    run's own noise multiplier, clip and largest aggregation weight (:func:`attacks.one_run_audit.
-    audit_client_dp_release`); the claimed ε it is compared with is that of one release."""
+    """Replace-one canary audit (:func:`attacks.one_run_audit.audit_client_dp_release`) of every client-level DP
+    method of a simulate run: the real DP-AFFR aggregator with the run's own z, C and the cohort weights of its
+    most concentrated release (``checkpoint/dp_releases.json``; older runs: the weights in ``rounds.json``); the
+    claimed ε it is compared with is that of one release."""
     from attacks.one_run_audit import audit_client_dp_release
     from privacy.client_dp import client_epsilon
+    from server.checkpoint import load_releases
 
     rows = []
     for final_path in sorted(info.run_dir.glob("*/final.json")):
         p = json.loads(final_path.read_text()).get("privacy") or {}
         if p.get("level") != "client":
             continue
-        rounds = json.loads((final_path.parent / "rounds.json").read_text())
-        alphas = [c["alpha"] for r in rounds for c in r["clients"] if isinstance(c.get("alpha"), float)
-                  and c["alpha"] == c["alpha"]]
+        releases = load_releases(final_path.parent)
+        cohorts = [r["weights"] for r in releases if r.get("weights")]
+        if not cohorts:
+            rounds = json.loads((final_path.parent / "rounds.json").read_text())
+            cohorts = [{str(i): c["alpha"] for i, c in enumerate(r["clients"]) if isinstance(c.get("alpha"), float)
+                        and c["alpha"] == c["alpha"]} for r in rounds]
+            cohorts = [c for c in cohorts if c] or [{"only": 1.0}]
+        weights = max(cohorts, key=lambda w: max(w.values()))
         res = audit_client_dp_release(
-            noise_multiplier=p["noise_multiplier"], clip=p["clip"], max_alpha=max(alphas, default=1.0),
+            noise_multiplier=p["noise_multiplier"], clip=p["clip"], weights=weights,
             claimed_epsilon=client_epsilon(p["noise_multiplier"], None, 1, p["delta"]), delta=p["delta"],
             rng=np.random.default_rng())
         rows.append({"method": final_path.parent.name, "claimed ε (run)": p["epsilon"],
                      "claimed ε (1 release)": res["claimed_epsilon"], "ε_lb (1 release)": res["epsilon_lb"],
-                     "ε_lb cap (resolution)": res["max_bound"], "correct / guesses": f"{res['correct']}/"
-                     f"{res['guesses']}", "canaries": res["canaries"], "confidence": res["confidence"],
-                     "verdict": "ok" if res["epsilon_lb"] <= res["claimed_epsilon"] else "VIOLATION"})
+                     "ε_lb cap (resolution)": res["max_bound"], "canary weight": res["canary_weight"],
+                     "correct / guesses": f"{res['correct']}/{res['guesses']}", "canaries": res["canaries"],
+                     "confidence": res["confidence"], "verdict": "ok" if res["ok"] else "VIOLATION"})
     return {"rows": rows}
 
 

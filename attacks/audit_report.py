@@ -122,10 +122,13 @@ def client_dp_section(rows: list[dict]) -> str:
     head = "## Client-level DP — one-run canary audit (Steinke, Nasr & Jagielski 2023)\n"
     if not rows:
         return head + "\nNo method of this run used client-level DP (`[dp] level = \"client\"`): nothing to audit.\n"
-    return "\n".join([head, "1000 canary clients, each with the run's largest aggregation weight, included with "
-                       "probability ½ in one release with the run's own noise; 400 guesses (top / bottom scores). "
-                       "ε_lb is a 95 % lower bound; it can never exceed the cap, whatever the truth. A sound "
-                       "mechanism must give ε_lb ≤ the claimed ε of one release.\n",
+    return "\n".join([head, "Replace-one canaries: in each of the trials the real DP-AFFR aggregator runs once with "
+                       "the run's own noise multiplier, clip and the cohort weights of its most concentrated "
+                       "release, the canary in the heaviest client's place with update +C·u or −C·u (a fair coin), "
+                       "the other members' updates zero; the top / bottom scores <release, u> are guessed. ε_lb is a "
+                       "95 % lower bound; it can never exceed the cap, whatever the truth, and one-run bounds are "
+                       "loose for Gaussian noise (a half-noise aggregator is caught at z = 3, not at small z). A "
+                       "sound mechanism must give ε_lb ≤ the claimed ε of one release.\n",
                        markdown_table([{k: fmt(v) for k, v in r.items()} for r in rows])])
 
 

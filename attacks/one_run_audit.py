@@ -11,12 +11,20 @@ so every ε whose p-value is below 1 − confidence is rejected; the bound is th
 (:func:`epsilon_lower_bound`). Resolution: even with every guess right the bound cannot exceed
 :func:`max_bound` (95 %: r = 100 → 3.5, r = 1000 → 5.8) — report it beside every bound.
 
-Canary audit of the weighted sum (:func:`audit_weighted_sum`). Canary "clients" j = 1..m, each with a random unit
-direction u_j in the model's d dimensions and the weight α_c its aggregation gives it, contribute the update
-C·u_j when included and nothing otherwise (replace-one neighbours: the canary's data replaced by data that
-yields a zero update). One release of the aggregator is observed; the score of canary j is <release, u_j>; the
-top k scores are guessed "in", the bottom k "out". A correctly calibrated aggregator must give a bound at or below
-its claimed ε; one that calibrates its noise for uniform weights while α_c > 1/m must not.
+Canary audit of the aggregator (:func:`audit_client_dp_release`). The relation of the client-level guarantee is
+replace-one, so a canary is a client whose update is +C·u or −C·u (a fair coin; u a random unit direction): the
+two neighbours differ by 2C·u, the full sensitivity the noise must cover (a canary that is C·u or 0 would only
+test half of it, and a mechanism calibrated for add/remove — half the noise — would pass). Each trial runs the
+real :class:`server.dp_affr.DPAFFR` aggregation once with a round's own cohort weights, the canary in the
+heaviest client's place and the other members' updates zero (known to the auditor); the score is
+<release − θ_g, u>. With the run's σ = z·2C·max α the trials are a Gaussian mechanism with multiplier z, whose
+ε_lb must stay at or below the claimed ε of one release; with half the noise it must not (tests/privacy/
+test_canary_audit_catches_half_noise.py: z = 3, 20,000 trials, 500 guesses). Resolution: ε_lb can never exceed
+:func:`max_bound` (500 guesses at 95 %: about 5), and one-run bounds are loose for the Gaussian mechanism — a
+sound run with a large claimed ε (small z) passes without proving much.
+
+:func:`audit_weighted_sum` keeps the earlier in/out form (C·u or nothing) for :func:`privacy.client_dp.
+dp_weighted_sum` with synthetic weights: it catches a σ calibrated for uniform weights while α_c > 1/m.
 
 References
 ----------
@@ -26,7 +34,8 @@ T. Steinke, M. Nasr, M. Jagielski, "Privacy Auditing with One (1) Training Run",
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -105,24 +114,73 @@ def audit_weighted_sum(release: Callable[[np.ndarray, np.random.Generator], np.n
             "guesses": guesses, "canaries": canaries, "confidence": confidence}
 
 
-def audit_client_dp_release(*, noise_multiplier: float, clip: float, max_alpha: float, claimed_epsilon: float,
-                            rng: np.random.Generator, canaries: int = 1000, dim: int = 20_000, guesses: int = 400,
-                            delta: float = 0.0, confidence: float = 0.95) -> dict:
-    """Canary audit of one model release of :class:`server.dp_affr.DPAFFR` with a run's own parameters.
+def audit_client_dp_release(*, noise_multiplier: float, clip: float, weights: Mapping[str, float],
+                            claimed_epsilon: float, rng: np.random.Generator, trials: int = 20_000,
+                            guesses: int = 500, delta: float = 0.0, confidence: float = 0.95, dim: int = 8,
+                            aggregator: Any = None) -> dict:
+    """Replace-one canary audit of the real client-DP aggregator (:class:`server.dp_affr.DPAFFR`) with a round's
+    own cohort weights (module docstring, *canary audit of the aggregator*).
 
-    Every canary gets the run's largest weight ``max_alpha`` (the client the noise must cover), the noise is the
-    run's σ = z·2C·max α (:func:`privacy.client_dp.dp_weighted_sum`), and the release is audited on a ``dim``-
-    dimensional slice of the model (the Gaussian noise is independent per coordinate, so a slice is the same
-    mechanism; it keeps the canaries nearly orthogonal without materialising the full model). Returns
-    :func:`audit_weighted_sum`'s dict plus ``claimed_epsilon`` (one release).
+    Parameters
+    ----------
+    noise_multiplier, clip : float
+        The run's z and C.
+    weights : mapping client -> float
+        One round's cohort weights α (e.g. a release of ``dp_releases.json``); the canary is the heaviest client.
+    claimed_epsilon : float
+        The ε the run claims for one such release (at ``delta``).
+    rng : numpy.random.Generator
+        Canary directions and signs, and (passed to the default aggregator) the mechanism's noise.
+    trials, guesses : int
+        Releases audited (canaries m) and guesses r (even; the r/2 highest scores are guessed +, the r/2 lowest −).
+    dim : int
+        Size of the audited model (one float array; the noise is i.i.d. per coordinate, so a small model is the
+        same mechanism).
+    aggregator : DPAFFR, optional
+        The aggregator to audit (default: a :class:`server.dp_affr.DPAFFR` with the run's z and C).
+
+    Returns
+    -------
+    dict
+        :func:`audit_releases`'s dict plus ``claimed_epsilon``, ``canary_weight`` and ``ok`` (ε_lb ≤ claimed).
     """
-    from privacy.client_dp import dp_weighted_sum
+    from flwr.app import Array, ArrayRecord
 
-    def release(canary_updates: np.ndarray, gen: np.random.Generator) -> np.ndarray:
-        updates = {f"c{j}": [canary_updates[j]] for j in range(canaries)}
-        out, _ = dp_weighted_sum(updates, dict.fromkeys(updates, float(max_alpha)), clip, noise_multiplier, gen)
-        return out[0]
+    from server.dp_affr import DPAFFR
 
-    res = audit_weighted_sum(release, canaries=canaries, dim=dim, clip=clip, guesses=guesses, rng=rng,
-                             delta=delta, confidence=confidence)
-    return {**res, "claimed_epsilon": float(claimed_epsilon)}
+    if aggregator is None:
+        aggregator = DPAFFR(num_rounds=1, step=0.0, noise_multiplier=noise_multiplier, gap_noise_multiplier=None,
+                            clip=clip, rng=rng)
+    labels = sorted(weights)
+    canary = max(labels, key=lambda k: weights[k])
+    zero = np.zeros(dim)
+    aggregator._reference = ArrayRecord({"w": Array(zero.astype(np.float32))})
+    alpha = [float(weights[k]) for k in labels]
+
+    def release(update: np.ndarray) -> np.ndarray:
+        out = aggregator._aggregate_arrays([{"w": update if k == canary else zero} for k in labels], alpha)
+        return out["w"].numpy().astype(np.float64)
+
+    res = audit_releases(release, trials=trials, dim=dim, clip=clip, guesses=guesses, rng=rng, delta=delta,
+                         confidence=confidence)
+    return {**res, "claimed_epsilon": float(claimed_epsilon), "canary_weight": float(weights[canary]),
+            "ok": bool(res["epsilon_lb"] <= claimed_epsilon)}
+
+
+def audit_releases(release: Callable[[np.ndarray], np.ndarray], *, trials: int, dim: int, clip: float, guesses: int,
+                   rng: np.random.Generator, delta: float = 0.0, confidence: float = 0.95) -> dict:
+    """Replace-one canaries: trial k releases ``release(s_k·C·u_k)`` (s_k = ±1 with probability ½, u_k a random unit
+    vector); the score <release, u_k> ranks the trials, the top r/2 are guessed +, the bottom r/2 −. Each trial is
+    one canary of :func:`epsilon_lower_bound` (independent releases are one run of their product mechanism)."""
+    if guesses % 2 or not 0 < guesses <= trials:
+        raise ValueError(f"guesses: expected an even number in (0, {trials}], got {guesses}")
+    u = rng.normal(size=(trials, dim))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    plus = rng.random(trials) < 0.5
+    scores = np.array([release(np.where(plus[k], clip, -clip) * u[k]) @ u[k] for k in range(trials)])
+    order = np.argsort(scores)
+    k = guesses // 2
+    correct = int((~plus[order[:k]]).sum() + plus[order[-k:]].sum())
+    return {"epsilon_lb": epsilon_lower_bound(trials, guesses, correct, delta, confidence),
+            "max_bound": max_bound(guesses, confidence, delta, trials), "correct": correct,
+            "guesses": guesses, "canaries": trials, "confidence": confidence}

@@ -23,6 +23,7 @@ from fedprint_config import resolve_experiment
 from fedprint_config.rundir import markdown_table
 from lab.simulate import simulate
 from privacy.client_dp import client_epsilon
+from server.checkpoint import load_releases
 
 
 def _experiment(out: Path, eps: float, rounds: int) -> Path:
@@ -61,9 +62,9 @@ def main() -> None:
                    "worst-client EER": max(c["eer"] for c in final["clients"]), "s / round": secs}
             p = final["privacy"]
             if p.get("level") == "client":
-                max_alpha = max(max(c.get("alpha", 0) or 0 for c in r["clients"]) for r in rounds) or 1 / 3
+                cohorts = [r["weights"] for r in load_releases(run / method)] or [{"c": 1 / 3, "d": 1 / 3, "e": 1 / 3}]
                 audit = audit_client_dp_release(noise_multiplier=p["noise_multiplier"], clip=p["clip"],
-                                                max_alpha=max_alpha, delta=p["delta"],
+                                                weights=max(cohorts, key=lambda w: max(w.values())), delta=p["delta"],
                                                 claimed_epsilon=client_epsilon(p["noise_multiplier"], None, 1,
                                                                                p["delta"]),
                                                 rng=np.random.default_rng(0))

@@ -148,7 +148,7 @@ def composed_epsilon(releases: Sequence[tuple[float, float | None]], delta: floa
 
 
 def client_epsilon(noise_multiplier: float, gap_noise_multiplier: float | None, rounds: int, delta: float) -> float:
-    """(ε at δ) of ``rounds`` rounds of the module docstring's mechanism with the same multipliers (:func:`composed_epsilon`).
+    """(ε at δ) of ``rounds`` rounds of the module docstring's mechanism, same multipliers (:func:`composed_epsilon`).
 
     ``gap_noise_multiplier`` None = no gap release (uniform weights, DP-FedAvg). ``noise_multiplier`` 0 → ∞.
     """

@@ -72,7 +72,8 @@ def load_releases(run_dir: str | Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     data = json.loads(path.read_text())
-    if not isinstance(data, dict) or data.get("format") != RELEASES_FORMAT or not isinstance(data.get("releases"), list):
+    ok = isinstance(data, dict) and data.get("format") == RELEASES_FORMAT and isinstance(data.get("releases"), list)
+    if not ok:
         raise ValueError(f"{path}: expected a {RELEASES_FORMAT!r} release log")
     return list(data["releases"])
 

@@ -17,7 +17,8 @@ def _models():
 
 
 def _glob():
-    return {k: (np.zeros(s, d) if not np.issubdtype(d, np.integer) else np.asarray(3, d)) for k, (s, d) in SHAPES.items()}
+    return {k: (np.zeros(s, d) if not np.issubdtype(d, np.integer) else np.asarray(3, d))
+            for k, (s, d) in SHAPES.items()}
 
 
 def _run(step: float, broken: str | None, rounds: int = 2):
