@@ -153,20 +153,41 @@ def noise_swings(run_dir: Path, methods: Sequence[str]) -> str:
 
 
 def privacy_section(privacy: Mapping[str, dict]) -> str:
-    """The full client-level DP statement of every method that has one (empty if none)."""
+    """What is released under client-level DP, with its full guarantee, per method that has one (empty if none).
+
+    Only the model files (weights, a user-set threshold or none) are releases; everything else in the report and
+    the run directory is the server's internal record, which DP does not protect (:func:`internal_heading`).
+    """
     dp = {m: p for m, p in privacy.items() if p.get("level") == "client"}
     if not dp:
         return ""
-    lines = ["## Privacy guarantee (client level)\n"]
+    lines = ["## Released under client-level DP\n",
+             "Released: each DP method's global models θ_g^t (sent to the clients every round) and its final "
+             "`<method>/model.pt` — noisy weights, the threshold set in `[dp] threshold` (public) or none, the "
+             "guarantee, no client metric. `<method>/released.json` lists the split.\n"]
     for m, p in dp.items():
         zg = p["gap_noise_multiplier"]
-        lines.append(f"- **{m}**: ({p['epsilon']:.3g}, {p['delta']:.0e})-DP for one {p['unit']}, after "
-                     f"{p['rounds']} rounds; noise multiplier z = {p['noise_multiplier']:.3g}, gap noise "
+        repeated = (f" (round(s) {', '.join(map(str, p['repeated_rounds']))} released twice: a restart re-ran them "
+                    "after their model had left the server)" if p.get("repeated_rounds") else "")
+        lines.append(f"- **{m}**: ({p['epsilon']:.3g}, {p['delta']:.0e})-DP for one {p['unit']}, composed over "
+                     f"{p.get('releases', p['rounds'])} releases of {p['rounds']} rounds{repeated}; "
+                     f"{p.get('delta_rule', '')}; noise multiplier z = {p['noise_multiplier']:.3g}, gap noise "
                      f"multiplier {'none (no gaps released)' if zg is None else f'{zg:.3g}'}, "
                      f"update clip C = {p['clip']:g}, weights capped at {p['alpha_cap']}; accountant: "
                      f"{p['accountant']}; sampling: {p['sampling']}. Not protected: {p['not_protected']}.")
     lines.append("- local / centralized rows are non-private baselines (no guarantee).\n")
     return "\n".join(lines)
+
+
+def internal_heading(privacy: Mapping[str, dict]) -> str:
+    """The line that separates the DP release from the server-internal record in a DP run's report."""
+    dp = [m for m, p in privacy.items() if p.get("level") == "client"]
+    if not dp:
+        return ""
+    return ("## Server-internal record — NOT protected by DP\n\nEverything below, and `rounds.json`, `rounds.csv`, "
+            "`clients.csv`, `final.json` and `checkpoint/` of " + ", ".join(f"**{m}**" for m in dp) + ", is computed "
+            "from what the clients reported in the clear (test metrics, thresholds, gaps and their standard errors): "
+            "a record for the trusted server, not a release. Publishing it is a release without DP.\n")
 
 
 def evaluated_model(method: str) -> str:
@@ -282,13 +303,14 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
         "validation pairs, metrics on its test pairs (open-set: fingers never seen in training).\n",
         (f"**Warning: {', '.join(weak)} did not get below {NEAR_CHANCE_EER:.0%} average EER; such models barely "
          "verify, so differences between them are not results.**\n" if weak else ""),
+        privacy_section(privacy or {}),
+        internal_heading(privacy or {}),
         "## Clients\n", markdown_table(partitions),
         "## Per-client test accuracy (shape of Yan et al. 2025 Table 3)\n",
         markdown_table(_pivot(results, "accuracy", clients)),
         "## Per-client test EER\n", markdown_table(_pivot(results, "eer", clients)),
         client_pairs_note(common or []),
         "## Methods (shape of Yan et al. 2025 Table 4)\n", markdown_table(summary),
-        privacy_section(privacy or {}),
         noise_swings(run_dir, methods),
         unseen_section(cfg, unseen or []),
         common_test_section(common or []),

@@ -18,7 +18,7 @@ from client.client_app import STATE_KEY, evaluate_handler, train_handler
 from data.stripes import stripe_records, write_generic
 from fedprint_config import load_experiment, resolve_experiment
 from models.siamese import new_encoder
-from server.checkpoint import load_checkpoint
+from server.checkpoint import load_checkpoint, load_releases
 
 
 def write_experiment(tmp: Path, *, clients: int = 2, rounds: int = 2, fingers: int = 12, extra: str = "") -> Path:
@@ -134,7 +134,9 @@ def test_one_round_through_the_real_flower_apps(tmp_path, monkeypatch, strategy,
         assert final["privacy"]["level"] == "none"
     assert all(math.isfinite(c["eer"]) for c in final["clients"])
     model = load_model(run_dir / "model.pt")
-    assert model.meta["method"] == strategy and model.threshold is not None
+    assert model.meta["method"] == strategy and (model.threshold is None) is dp  # DP: no raw-data threshold
+    if dp:
+        assert (run_dir / "released.json").is_file() and len(load_releases(run_dir)) == 1
     assert model.meta["provenance"]["packages"]["flwr"]
 
 
