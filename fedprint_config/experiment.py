@@ -246,7 +246,10 @@ class DPSection:
 
     ``noise_multiplier`` (σ) and ``target_epsilon`` are alternatives: give at most one. With neither, σ = 1.0;
     with ``target_epsilon``, σ is calibrated so that ``train.epochs`` epochs spend that ε at δ. ``delta`` left
-    unset is the largest power of ten strictly below 1 / (DP training pairs) of each trained model.
+    unset is the largest power of ten at most 1 / (10 · DP training pairs) of each trained model (client level:
+    1e-5; both printed with their n). ``impostor_rate`` (sample level): the public probability that a pair of
+    images of two different fingers is an impostor pair of the DP pair set (``client.dp_sgd.dp_pair_set``: built
+    finger by finger, so removing a finger removes exactly its own pairs; default 0.02).
     ``accountant``: "rdp" or "prv" (``client.dp_sgd.ACCOUNTANTS``).
 
     ``threshold`` (client level): the decision threshold the released model file carries — a public value the
@@ -265,6 +268,7 @@ class DPSection:
     alpha_cap: float = 2.0
     gap_noise_ratio: float = 1.0
     threshold: float | None = None
+    impostor_rate: float = 0.02
 
     def __post_init__(self) -> None:
         def bad(key: str, expected: str) -> ValueError:
@@ -293,6 +297,8 @@ class DPSection:
             raise bad("alpha_cap", "a number >= 1 (weights may reach alpha_cap / m)")
         if not (math.isfinite(self.gap_noise_ratio) and self.gap_noise_ratio > 0):
             raise bad("gap_noise_ratio", "a finite number > 0")
+        if not (math.isfinite(self.impostor_rate) and 0 < self.impostor_rate <= 1):
+            raise bad("impostor_rate", "a probability in (0, 1]")
         if self.threshold is not None and not (math.isfinite(self.threshold) and self.threshold > 0):
             raise bad("threshold", "a finite distance > 0 (the public decision threshold of the released model)")
 
@@ -302,7 +308,8 @@ class DPSection:
         if sigma is None and self.target_epsilon is None:
             sigma = 1.0
         return {"noise_multiplier": sigma, "max_grad_norm": self.max_grad_norm, "delta": self.delta,
-                "target_epsilon": self.target_epsilon, "accountant": self.accountant}
+                "target_epsilon": self.target_epsilon, "accountant": self.accountant,
+                "impostor_rate": self.impostor_rate}
 
 
 @dataclass(frozen=True)

@@ -74,19 +74,22 @@ def test_per_sample_gradients_are_per_pair():
     torch.testing.assert_close(ref(torch.stack([x1, x2], dim=1)), ref(x1, x2))
 
 
-def test_fixed_pair_set_is_balanced_and_seeded(client):
-    cfg = TrainConfig(seed=4, impostor_ratio=1.0)
-    a, b = dp_pair_set(client.train_pairs, cfg), dp_pair_set(client.train_pairs, cfg)
-    assert a.n_genuine == client.train_pairs.n_genuine == a.n_impostor
+def test_fixed_pair_set_is_built_finger_by_finger_and_seeded(client):
+    cfg = TrainConfig(seed=4)
+    a, b = (dp_pair_set(client.train_pairs, client.images, cfg, 0.3) for _ in range(2))
+    assert a.n_genuine == client.train_pairs.n_genuine and 0 < a.n_impostor
     assert np.array_equal(a.a, b.a) and np.array_equal(a.b, b.b)
-    capped = dp_pair_set(client.train_pairs, TrainConfig(seed=4, max_pairs_per_epoch=5))
-    assert len(capped) == 5
+    other = dp_pair_set(client.train_pairs, client.images, TrainConfig(seed=5), 0.3)
+    assert not (np.array_equal(a.a, other.a) and np.array_equal(a.b, other.b))  # the seed salts the hash
+    everything = dp_pair_set(client.train_pairs, client.images, cfg, 1.0)
+    assert everything.n_impostor > a.n_impostor
 
 
-def test_default_delta_is_a_power_of_ten_below_one_over_n():
-    assert default_delta(3000) == pytest.approx(1e-4)
+def test_default_delta_keeps_n_delta_at_most_a_tenth():
+    assert default_delta(3000) == pytest.approx(1e-5)
     assert default_delta(1000) == pytest.approx(1e-4)
-    assert default_delta(24) == pytest.approx(1e-2)
+    assert default_delta(24) == pytest.approx(1e-3)
+    assert all(n * default_delta(n) <= 0.1 + 1e-12 for n in (1, 7, 10, 99, 101, 9999, 10_000, 123_456))
     with pytest.raises(ValueError, match="n_records"):
         default_delta(0)
 
@@ -96,7 +99,8 @@ def test_epsilon_is_finite_positive_and_grows_with_epochs(client):
     eps = [h["epsilon"] for h in history]
     assert all(np.isfinite(eps)) and eps[0] > 0
     assert eps[0] < eps[1] < eps[2] == pytest.approx(acc["epsilon"])
-    assert acc["record"] == "pair" and acc["delta"] == default_delta(acc["pairs"])
+    assert acc["record"] == "pair" and acc["unit"] == "finger" and acc["delta"] == default_delta(acc["pairs"])
+    assert f"n = {acc['pairs']} pairs" in acc["delta_rule"]
     assert acc["steps"] == history[-1]["steps"] == 3 * round(1 / acc["sample_rate"])
     assert acc["sample_rate"] == pytest.approx(1 / np.ceil(acc["pairs"] / 8))
 
