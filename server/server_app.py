@@ -367,32 +367,27 @@ def export_global_model(path: Path, arrays: ArrayRecord, cfg: Any, rounds: list[
     """
     net = cfg.model.new_encoder(cfg.run.seed)
     net.load_state_dict(arrays.to_torch_state_dict())
-    spec = cfg.model.input_spec()
+    rows = [r for r in (rounds[-1]["clients"] if rounds else []) if r.get("eval_status") == "ok"]
     names = [r["client"] for r in (rounds[-1]["clients"] if rounds else [])]
     if final["privacy"].get("level") == "client":  # only DP-released content: weights, a public threshold, names
-        threshold = cfg.dp.threshold
+        threshold, metrics = cfg.dp.threshold, {"privacy": final["privacy"]}
         source = ("set by the user ([dp] threshold), public" if threshold is not None else
                   "none: a client-level DP model carries no threshold fitted on client data; give --threshold, set "
                   "[dp] threshold, or use threshold-free metrics (EER)")
-        data = model_bytes(net, encoder_name=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim, spec=spec,
-                           encoder_kwargs=cfg.model.encoder_kwargs(), threshold=threshold, method=method,
-                           metrics={"privacy": final["privacy"]}, threshold_source=source,
-                           data={**cfg.data_summary(), "clients": names}, provenance=provenance())
-        return atomic_write_bytes(path, data)
-    rows = [r for r in (rounds[-1]["clients"] if rounds else []) if r.get("eval_status") == "ok"]
-    threshold = weighted_threshold([r.get("threshold", float("nan")) for r in rows],
-                                   [r.get("val-pairs", 0) for r in rows])
-    source = (f"mean of {len(rows)} clients' validation thresholds weighted by their validation pairs"
-              if threshold is not None else "no client reported one")
+    else:
+        metrics = {"test": final["clients"]}
+        threshold = weighted_threshold([r.get("threshold", float("nan")) for r in rows],
+                                       [r.get("val-pairs", 0) for r in rows])
+        source = (f"mean of {len(rows)} clients' validation thresholds weighted by their validation pairs"
+                  if threshold is not None else "no client reported one")
+        names = [r["client"] for r in rows]
     if method in PERSONALIZED:  # the clients' thresholds fit their personalised models, not this global one
         threshold, source = None, (f"none: {method} clients chose thresholds for their own personalised models; "
                                    "give --threshold, or use threshold-free metrics (EER)")
-    data = model_bytes(net, encoder_name=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim, spec=spec,
-                       encoder_kwargs=cfg.model.encoder_kwargs(), threshold=threshold, method=method,
-                       metrics={"test": final["clients"]},
-                       threshold_source=source,
-                       data={**cfg.data_summary(), "clients": [r["client"] for r in rows]},
-                       provenance=provenance())
+    data = model_bytes(net, encoder_name=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim,
+                       spec=cfg.model.input_spec(), encoder_kwargs=cfg.model.encoder_kwargs(), threshold=threshold,
+                       method=method, metrics=metrics, threshold_source=source,
+                       data={**cfg.data_summary(), "clients": names}, provenance=provenance())
     return atomic_write_bytes(path, data)
 
 
