@@ -8,7 +8,10 @@
   newcomers. A member whose reply is rejected (error, time-out, NaN/Inf, ``num-examples <= 0``, missing gap,
   duplicate identity) still counts: gap 0 and a zero update Δ = 0 at the weight the rule gives it. So the cohort,
   m and the cap are the same for D and D' = D with one client's data replaced by anything (even data that makes
-  its ClientApp fail), and the weights are the same function of the previous weights and the noisy gaps.
+  its ClientApp fail), and the weights are the same function of the previous weights and the noisy gaps. A
+  ``node-<id>`` label takes its node's name once the node gives it (a public label; no value changes). After a
+  restart (new node ids) the first round's members are not named yet, so that round starts from uniform weights
+  (newcomers), whatever replies come — the weights learned before the restart are not reused.
 * **Weights and noise.** Noisy gaps drive the weight update, the weights are capped at c/m, each member's update
   θ_i − θ_g is clipped to C, and the release θ_g + Σ α_i Δ̃_i gets N(0, (z·2C·max α)²) noise, max over the
   cohort. With ``step = 0`` the weights stay uniform (1/m over the cohort), no gap is released, and it is
