@@ -72,7 +72,7 @@ LOCAL_RUNS = (TABLES13, TABLE41)
 #: Yan et al. Figs. 9-10 on real prints: a small ``fedprint sweep`` (long: one fine-tuning per point).
 SWEEP = "003-sweep"
 SWEEP_SETS = ("fvc_300x300_b", "fvc2002_db1_b", "pyfnprint_16x8")  # one domain each (DB1 and DB3 share "fvc2002")
-SWEEP_ARGS = ["--beta", "0,0.5,0.9", "--sigma2", "0,2601", "--sigma2-beta", "0.5"]
+SWEEP_ARGS = ["--beta", "0,0.5,0.9", "--sigma2", "650.25,2601", "--sigma2-beta", "0.5"]  # σ² > 0: the config refuses 0
 SWEEP_TOML = """# Written by bench/reproduce_seeds.py --run 003-sweep: Yan et al. 2025 Figs. 9-10 in shape, real prints.
 [run]
 name = "fpdfsn_sweep_real"
