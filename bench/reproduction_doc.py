@@ -61,6 +61,12 @@ def command(name: str) -> str:
     return line
 
 
+def probes(name: str) -> str:
+    """Number of probes run ``name`` uses: its ``--n-images``, else every finger with a second impression (29)."""
+    args = rs.RUNS[name]
+    return args[args.index("--n-images") + 1] if "--n-images" in args else "29"
+
+
 def not_yet(name: str) -> str:
     return f"*{NOT_YET}*: {command(name)}\n"
 
@@ -109,8 +115,9 @@ def section_overview(runs: Path, affr: Sequence[Path]) -> str:
     what = {"000-tables13": "000 Tables 1 and 3", "002-table41": "002 Table 4.1 simulation",
             "000-paper-eps": "000 Tables 8–9 grid, paper + sound at ε = k·mn/256 (Siamese)",
             "000-sound-eps": "000 sound variant at sensible ε (Siamese)",
-            "000-classical": "000 classical matcher (afis Bozorth3), paper variant, k = 1, 5, 12 probes",
-            "001-fourier": "001 FIP / EMK / BEMK, paper's ε grid", "004-swp": "004 LAP / SWP / sort-SWP, ε = 1..5",
+            "000-classical": f"000 classical matcher (afis Bozorth3), paper variant, k = 1, 5, {probes('000-classical')} probes",
+            "001-fourier": "001 FIP / EMK / BEMK, paper's ε grid",
+            "004-swp": f"004 SWP / sort-SWP, ε = 1..5, {probes('004-swp')} probes",
             "002-pointset": "002 point sets on real minutiae",
             rs.SWEEP: "003 Figures 9–10: `fedprint sweep` on real prints (5 fine-tunings of the shipped model)"}
     for name in [*rs.LOCAL_RUNS, *rs.RUNS, rs.SWEEP]:
@@ -213,9 +220,9 @@ def section_000(runs: Path, fig_dir: Path) -> str:
     out.append("### Verification of the release against the unprotected gallery\n\n"
                "Each release (impression 2 of a finger) is matched against the unprotected first impression of "
                "every finger: EER over genuine/impostor pairs and rank-1 identification. Siamese = our shipped "
-               "verifier (`models/pretrained/fedprint-synthetic.pt`, trained on synthetic prints only; 29 probes "
-               "× 29 gallery fingers); classical = afis Gabor minutiae + Bozorth3 (12 probes × 29 gallery fingers, "
-               "paper variant only: ~1 min per row).\n\n")
+               "verifier (`models/pretrained/fedprint-synthetic.pt`, trained on synthetic prints only; "
+               f"{probes('000-paper-eps')} probes × the 29 pooled fingers); classical = afis Gabor minutiae + Bozorth3 "
+               f"({probes('000-classical')} probes × 29 fingers, paper variant only: ~1 min per row).\n\n")
     rows = []
     for m in ("unprotected", *mechs):
         for k in ((math.inf,) if m == "unprotected" else (1, 5)):
@@ -323,7 +330,7 @@ def _usability_section(res, name, mechs, eps_grid, paper_cells, paper_head) -> s
     text = table(head, rows) + _finding(res, mechs, eps_grid[-1])
     if base:
         text += (f"\nUnprotected: rank-1 {pct(base['rank1_siamese'])}, EER {pct(base['eer_siamese'])} (Siamese, "
-                 "29 probes × 29 gallery fingers). rank-1 = the release's best-scoring gallery finger is its own "
+                 f"{int(base['n_probes'])} probes × the 29 pooled fingers). rank-1 = the release's best-scoring gallery finger is its own "
                  "(closest to the papers' classification precision); rate = minutiae matching rate; refused = the "
                  "paper variant's own minimum ε.\n")
     if res is None:
