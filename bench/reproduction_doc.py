@@ -115,7 +115,8 @@ def section_overview(runs: Path, affr: Sequence[Path]) -> str:
     what = {"000-tables13": "000 Tables 1 and 3", "002-table41": "002 Table 4.1 simulation",
             "000-paper-eps": "000 Tables 8–9 grid, paper + sound at ε = k·mn/256 (Siamese)",
             "000-sound-eps": "000 sound variant at sensible ε (Siamese)",
-            "000-classical": f"000 classical matcher (afis Bozorth3), paper variant, k = 1, 5, {probes('000-classical')} probes",
+            "000-classical": f"000 classical matcher (afis Bozorth3), paper variant, k = 1, 5, "
+                             f"{probes('000-classical')} probes",
             "001-fourier": "001 FIP / EMK / BEMK, paper's ε grid",
             "004-swp": f"004 SWP / sort-SWP, ε = 1..5, {probes('004-swp')} probes",
             "002-pointset": "002 point sets on real minutiae",
@@ -330,7 +331,8 @@ def _usability_section(res, name, mechs, eps_grid, paper_cells, paper_head) -> s
     text = table(head, rows) + _finding(res, mechs, eps_grid[-1])
     if base:
         text += (f"\nUnprotected: rank-1 {pct(base['rank1_siamese'])}, EER {pct(base['eer_siamese'])} (Siamese, "
-                 f"{int(base['n_probes'])} probes × the 29 pooled fingers). rank-1 = the release's best-scoring gallery finger is its own "
+                 f"{int(base['n_probes'])} probes × the 29 pooled fingers). rank-1 = the release's best-scoring "
+                 "gallery finger is its own "
                  "(closest to the papers' classification precision); rate = minutiae matching rate; refused = the "
                  "paper variant's own minimum ε.\n")
     if res is None:
