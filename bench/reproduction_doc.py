@@ -115,7 +115,7 @@ def section_overview(runs: Path, affr: Sequence[Path]) -> str:
     what = {"000-tables13": "000 Tables 1 and 3", "002-table41": "002 Table 4.1 simulation",
             "000-paper-eps": "000 Tables 8–9 grid, paper + sound at ε = k·mn/256 (Siamese)",
             "000-sound-eps": "000 sound variant at sensible ε (Siamese)",
-            "000-classical": f"000 classical matcher (afis Bozorth3), paper variant, k = 1, 5, "
+            "000-classical": f"000 classical matcher (afis Bozorth3), LAP and DP-RKLAP paper variant, k = 1, 5, "
                              f"{probes('000-classical')} probes",
             "001-fourier": "001 FIP / EMK / BEMK, paper's ε grid",
             "004-swp": f"004 SWP / sort-SWP, ε = 1..5, {probes('004-swp')} probes",
@@ -223,7 +223,8 @@ def section_000(runs: Path, fig_dir: Path) -> str:
                "every finger: EER over genuine/impostor pairs and rank-1 identification. Siamese = our shipped "
                "verifier (`models/pretrained/fedprint-synthetic.pt`, trained on synthetic prints only; "
                f"{probes('000-paper-eps')} probes × the 29 pooled fingers); classical = afis Gabor minutiae + Bozorth3 "
-               f"({probes('000-classical')} probes × 29 fingers, paper variant only: ~1 min per row).\n\n")
+               f"({probes('000-classical')} probes × 29 fingers, LAP and DP-RKLAP paper variant only: ~1 min per row "
+               "on an idle machine, many more on a loaded one).\n\n")
     rows = []
     for m in ("unprotected", *mechs):
         for k in ((math.inf,) if m == "unprotected" else (1, 5)):
