@@ -142,7 +142,7 @@ def run_one(name: str, runs_dir: Path) -> Path:
     if out.exists() and any(out.iterdir()):
         raise SystemExit(f"--run {name}: {out} exists and is not empty; remove it to run again")
     out.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
+    t0, load0 = time.time(), os.getloadavg()[0]
     if name == SWEEP:
         (out / "sweep.toml").write_text(sweep_toml())
         args = ["sweep", "--config", str(out / "sweep.toml"), *SWEEP_ARGS, "--quiet", "--out", str(out / "sweep")]
@@ -157,7 +157,8 @@ def run_one(name: str, runs_dir: Path) -> Path:
         _fedprint(args)
     seconds = time.time() - t0
     (out / "wall.json").write_text(json.dumps({"command": shlex.join(cmd), "seconds": seconds,
-                                               "cpus": os.cpu_count()}, indent=1))
+                                               "cpus": os.cpu_count(), "load_start": load0,
+                                               "load_end": os.getloadavg()[0]}, indent=1))
     print(f"{name}: {seconds:.0f} s -> {out}")
     return out
 

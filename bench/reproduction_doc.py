@@ -47,9 +47,10 @@ def results(runs: Path, name: str) -> dict[tuple[str, str, float], dict] | None:
     return {(r["mechanism"], r["variant"], r["epsilon"]): r for r in read_csv(path)}
 
 
-def wall(runs: Path, name: str) -> float | None:
+def wall(runs: Path, name: str) -> dict | None:
+    """``wall.json`` of a run: command, seconds, cpus and the 1-min load average at start / end (when recorded)."""
     path = runs / name / "wall.json"
-    return json.loads(path.read_text())["seconds"] if path.is_file() else None
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def command(name: str) -> str:
@@ -122,9 +123,10 @@ def section_overview(runs: Path, affr: Sequence[Path]) -> str:
             "002-pointset": "002 point sets on real minutiae",
             rs.SWEEP: "003 Figures 9–10: `fedprint sweep` on real prints (5 fine-tunings of the shipped model)"}
     for name in [*rs.LOCAL_RUNS, *rs.RUNS, rs.SWEEP]:
-        s = wall(runs, name)
-        total += s or 0.0
-        rows.append([name, what.get(name, ""), "—" if s is None else f"{s / 60:.1f} min", command(name)])
+        w = wall(runs, name) or {}
+        total += w.get("seconds", 0.0)
+        load = (f"{w['load_start']:.0f} → {w['load_end']:.0f}" if "load_start" in w else "—")
+        rows.append([name, what.get(name, ""), f"{w['seconds'] / 60:.1f} min" if w else "—", load, command(name)])
     affr = _lead_runs(affr)
     affr_s = sum(_affr_seconds(d) for d in affr)
     return ("## How to reproduce, and how long it takes\n\n"
@@ -132,8 +134,10 @@ def section_overview(runs: Path, affr: Sequence[Path]) -> str:
             "command in its row; `python bench/reproduce_seeds.py` then rewrites this document and its figures. "
             "Real prints: the three FVC B sets of `../shared/data/real` pooled (`fvc_300x300_b` = FVC2000 DB1_B, "
             "`fvc2002_db1_b`, `fvc2002_db3_b`: 9 + 10 + 10 = 29 fingers × 8 impressions), read from "
-            "`$FEDPRINT_REAL_DATA`. Wall times on a shared 2-core machine at `nice 10` (other jobs running).\n\n"
-            + table(["run", "rows", "wall time", "command"], rows)
+            "`$FEDPRINT_REAL_DATA`. Wall times on a shared 2-core machine, niced, with other jobs running: the "
+            "load column is the 1-minute load average at start → end (2 = both cores busy; recorded from the "
+            "runs after the first ones).\n\n"
+            + table(["run", "rows", "wall time", "load", "command"], rows)
             + f"\nTotal of these runs: **{total / 60:.1f} min**. "
             + ("AFFR (seed 003) real-sensor runs read: " + f"{len(affr)} folder(s), {affr_s / 3600:.1f} h recorded. "
                if affr else "The AFFR rows (seed 003) need the long real-sensor runs of its section (hours on 2 "
