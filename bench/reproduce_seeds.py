@@ -62,7 +62,7 @@ RUNS: dict[str, list[str]] = {
     "000-classical": _eval("lap,dp-rklap", "paper", "1,5", "--model", MODEL, "--classical", "--n-images", "8",
                            "--seed", "0", unit="mn/256"),
     "001-fourier": _eval("fip,emk,bemk", "paper,sound", "0.1,0.5,0.9,1.4", "--model", MODEL),
-    "004-swp": _eval("swp,sort-swp", "paper,sound", "1,2,3,4,5", "--model", MODEL, "--n-images", "15", "--seed",
+    "004-swp": _eval("swp,sort-swp", "paper,sound", "1,2,3,4,5", "--model", MODEL, "--n-images", "6", "--seed",
                      "0"),
     "002-pointset": _eval("pointset", "paper,sound", "0.5,1,2,3"),
 }
