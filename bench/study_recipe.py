@@ -1,0 +1,221 @@
+"""The verifier recipe on real prints: which levers pay (issue 22 §2) -> docs/real_prints_recipe.md (+ figure).
+
+Each variant is one ``fedprint train --mode centralized`` run on FCJ2020 (160 fingers x 6 impressions, optical,
+500 dpi) split by finger (open set: 40 test fingers never trained on), fine-tuned from the shipped model
+(synthetic prints only) or from a synthetic-only model of another input pipeline. Every model is then scored on
+the held-out FCJ fingers (600 genuine / 20,000 impostor pairs, from the run) and on every OTHER real set, which
+no variant ever trains on (FVC protocol and all pairs, pair counts in the table), beside the classical matcher's
+figures of ``../shared/data/real/README`` (afis Gabor + Bozorth3, FVC protocol).
+
+    python bench/study_recipe.py                      # runs what is missing (hours on 2 cores), writes the doc
+    python bench/study_recipe.py --only fcj_ft128     # one variant
+    python bench/study_recipe.py --runs runs/recipe --no-train   # the doc from existing run folders only
+
+Run folders: ``<runs>/<variant>/`` (the train run directory); the variant's TOML is written beside it as
+``<runs>/<variant>.toml``. Real sets: ``--real-samples DIR`` or ``$FEDPRINT_REAL_SAMPLES`` (default
+``../shared/data/real``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+#: Transfer sets (never trained on by any variant) and their layouts.
+OTHER_SETS = {"fvc_300x300_b": "fvc", "fvc2002_db1_b": "fvc", "fvc2002_db3_b": "fvc", "pyfnprint_16x8": "generic"}
+#: Classical matcher (afis Gabor + Bozorth3), FVC protocol, from the real sets' README — quoted, not rerun here.
+CLASSICAL_FVC_EER = {"fvc_300x300_b": 0.08, "fvc2002_db1_b": 0.129, "fvc2002_db3_b": 0.439, "pyfnprint_16x8": 0.038,
+                     "fcj2020_dev": 0.113}
+
+SYNTH = "\n".join(f'[[data.sources]]\nkind = "synth"\nprofile = "{p}"\nfingers = 150\nimpressions = 8\nseed = 1000\n'
+                  for p in ("socofing", "casia", "nist_sd10"))
+
+
+def _fcj(real: Path) -> str:
+    return f'[[data.sources]]\nkind = "dataset"\nlayout = "generic"\nroot = "{real / "fcj2020_dev"}"\n'
+
+
+#: name -> (what it tests, data block, [data] block, [model] keys, [train] keys, init variant or None)
+VARIANTS: dict[str, dict] = {
+    "fcj_ft128": {"what": "today's recipe: 128 px crop, per-image standardisation, 40 epochs",
+                  "model": {"input_size": 128}, "train": {"epochs": 40, "lr": 3e-4}},
+    "fcj_ft192": {"what": "whole print: 192 px at 250 dpi (~19.5 mm)",
+                  "model": {"input_size": 192}, "train": {"epochs": 40, "lr": 3e-4}},
+    "fcj_ridge128": {"what": "ridge normalisation (band-pass + local contrast)",
+                     "model": {"input_size": 128, "normalization": "ridge"}, "train": {"epochs": 40, "lr": 3e-4}},
+    "pretrain_ridge": {"what": "synthetic-only pre-training with ridge normalisation (no real print)",
+                       "synthetic": True, "model": {"input_size": 128, "normalization": "ridge"},
+                       "train": {"epochs": 55, "lr": 1e-3}},
+    "fcj_rr128_e120": {"what": "ridge pre-training + ridge fine-tuning, 120 epochs",
+                       "model": {"input_size": 128, "normalization": "ridge"}, "init": "pretrain_ridge",
+                       "train": {"epochs": 120, "lr": 5e-4}},
+    "fcj_rr192_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs",
+                       "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
+                       "train": {"epochs": 120, "lr": 5e-4}},
+    "fcj_r192_e120": {"what": "whole print + ridge fine-tuning from the shipped model, 120 epochs",
+                      "model": {"input_size": 192, "normalization": "ridge"}, "train": {"epochs": 120, "lr": 5e-4}},
+}
+
+
+def _toml_value(v) -> str:
+    return f'"{v}"' if isinstance(v, str) else repr(v)
+
+
+def variant_toml(name: str, real: Path, runs: Path) -> str:
+    """The experiment TOML of one variant (written beside its run folder)."""
+    v = VARIANTS[name]
+    model = {"encoder": "compact", "width": 16, "input_dpi": 250.0, "embedding_dim": 128, **v["model"]}
+    if v.get("synthetic"):
+        sources, data = SYNTH, '[data]\nprotocol = "open"\nmax_impostors = 5000\n'
+        seed = 1000
+    else:
+        init = v.get("init")
+        model["init"] = str(runs / init / "model_centralized.pt") if init else "pretrained"
+        sources = _fcj(real)
+        data = '[data]\nprotocol = "open"\ntest_fraction = 0.25\nval_fraction = 0.1\nmax_impostors = 20000\n'
+        seed = 0
+    train = {"p": 16, "k": 4, **v["train"]}
+    lines = [f'[run]\nname = "{name}"\nseed = {seed}\n', sources, data, '[partition]\nmode = "domain"\n',
+             "[model]\n" + "".join(f"{k} = {_toml_value(x)}\n" for k, x in model.items()),
+             "[train]\n" + "".join(f"{k} = {_toml_value(x)}\n" for k, x in train.items())]
+    return f"# {v['what']} (bench/study_recipe.py)\n" + "\n".join(lines)
+
+
+def run_variant(name: str, real: Path, runs: Path) -> None:
+    out = runs / name
+    if (out / "model_centralized.pt").exists():
+        return
+    init = VARIANTS[name].get("init")
+    if init:
+        run_variant(init, real, runs)
+    cfg = runs / f"{name}.toml"
+    cfg.write_text(variant_toml(name, real, runs))
+    t = time.perf_counter()
+    subprocess.run([sys.executable, str(ROOT / "fedprint_cli.py"), "train", "--mode", "centralized", "--config",
+                    str(cfg), "--out", str(out), "--quiet"], check=True, cwd=ROOT)
+    (runs / f"{name}.wall.json").write_text(json.dumps({"seconds": time.perf_counter() - t}))
+
+
+def score(model_path: Path, real: Path) -> dict[str, dict]:
+    """FVC-protocol and all-pairs EER / FNMR@FMR1% of one model on every transfer set."""
+    from data.datasets import load_dataset
+    from models.model_file import load_model
+    from recognition.matching import evaluate
+
+    model = load_model(model_path)
+    rows = {}
+    for name, layout in OTHER_SETS.items():
+        recs = load_dataset(layout, real / name)
+        fvc, _, _ = evaluate(model, recs, "fvc")
+        every, _, _ = evaluate(model, recs, "all")
+        rows[name] = {"fvc": fvc, "all": every}
+    return rows
+
+
+def _pct(x) -> str:
+    return "—" if x is None else f"{100 * x:.1f}"
+
+
+def render(results: dict[str, dict], runs: Path) -> str:
+    head = ("| variant | lever | FCJ held-out EER % | FCJ FNMR@FMR1 % | "
+            + " | ".join(f"{s} EER % (FVC / all)" for s in OTHER_SETS) + " | mean FVC EER % (4 sets) |")
+    lines = ["# The verifier on real prints: what each lever gives", "",
+             "Generated by `python bench/study_recipe.py` from the run folders in "
+             f"`{runs.as_posix()}`; each variant's TOML is written beside its folder.", "",
+             "FCJ held-out: 40 fingers never trained on (open split, seed 0): **600 genuine / 20,000 impostor "
+             "pairs**. Transfer sets: never trained on by any variant; FVC protocol pairs (genuine / impostor): "
+             "fvc_300x300_b 252 / 36, fvc2002_db1_b 280 / 45, fvc2002_db3_b 280 / 45, pyfnprint_16x8 448 / 120; "
+             "all pairs: 252 / 2,304, 280 / 2,880, 280 / 2,880, 448 / 7,680. With 36-45 impostor pairs an FVC-protocol "
+             "EER moves in steps of ~2.5 points: read the all-pairs column first.", "", head,
+             "|" + "---|" * (5 + len(OTHER_SETS))]
+    for name, r in results.items():
+        fcj = r.get("fcj") or {}
+        cells = [f"{_pct(r['sets'][s]['fvc']['eer'])} / {_pct(r['sets'][s]['all']['eer'])}" for s in OTHER_SETS]
+        mean = sum(r["sets"][s]["fvc"]["eer"] for s in OTHER_SETS) / len(OTHER_SETS)
+        lines.append(f"| {name} | {r['what']} | {_pct(fcj.get('eer'))} | {_pct(fcj.get('fmr100'))} | "
+                     + " | ".join(cells) + f" | {_pct(mean)} |")
+    classical = " | ".join(f"{_pct(CLASSICAL_FVC_EER[s])} / —" for s in OTHER_SETS)
+    lines += [f"| classical (afis + Bozorth3, README) | minutiae matcher | {_pct(CLASSICAL_FVC_EER['fcj2020_dev'])}"
+              f" (first 50 fingers, FVC protocol) | — | {classical} | "
+              f"{_pct(sum(CLASSICAL_FVC_EER[s] for s in OTHER_SETS) / len(OTHER_SETS))} |", ""]
+    walls = {n: json.loads((runs / f"{n}.wall.json").read_text())["seconds"]
+             for n in results if (runs / f"{n}.wall.json").exists()}
+    if walls:
+        lines += ["Wall time of each run (2 CPU cores, shared with other jobs while measured): "
+                  + ", ".join(f"{n} {s / 60:.1f} min" for n, s in walls.items()) + ".", ""]
+    return "\n".join(lines)
+
+
+def figure(results: dict[str, dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    fig, ax = plt.subplots(figsize=(9, 4))
+    width = 0.8 / (len(OTHER_SETS) + 1)
+    for j, s in enumerate(["fcj held-out", *OTHER_SETS]):
+        vals = [(results[n].get("fcj") or {}).get("eer") if s == "fcj held-out"
+                else results[n]["sets"][s]["all"]["eer"] for n in names]
+        ax.bar([i + j * width for i in range(len(names))], [100 * (v or 0) for v in vals], width, label=s)
+    ax.set_xticks([i + 0.4 for i in range(len(names))], names, rotation=20, ha="right")
+    ax.set_ylabel("EER % (all pairs; FCJ: held-out fingers)")
+    ax.legend(fontsize=7)
+    ax.set_title("Recipe levers on real prints")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", default="runs/recipe", help="folder of the variants' run folders")
+    ap.add_argument("--real-samples", default=os.environ.get("FEDPRINT_REAL_SAMPLES", "../shared/data/real"))
+    ap.add_argument("--only", default="", help="comma-separated variants (default: all)")
+    ap.add_argument("--no-train", action="store_true", help="only collect existing run folders")
+    ap.add_argument("--out", default="docs/real_prints_recipe.md")
+    args = ap.parse_args(argv)
+    real, runs = Path(args.real_samples).resolve(), Path(args.runs)
+    if not real.is_dir():
+        print(f"study_recipe: error: real sets folder not found: {real} (set --real-samples or "
+              "$FEDPRINT_REAL_SAMPLES)", file=sys.stderr)
+        return 2
+    names = [n for n in args.only.split(",") if n] or list(VARIANTS)
+    unknown = set(names) - set(VARIANTS)
+    if unknown:
+        print(f"study_recipe: error: --only: unknown variants {sorted(unknown)}; known: {list(VARIANTS)}",
+              file=sys.stderr)
+        return 2
+    runs.mkdir(parents=True, exist_ok=True)
+    results = {"shipped": {"what": "the shipped model (synthetic prints only), no real training", "fcj": None,
+                           "sets": score(ROOT / "models" / "pretrained" / "fedprint-synthetic.pt", real)}}
+    for name in names:
+        if not args.no_train:
+            run_variant(name, real, runs)
+        folder = runs / name
+        if not (folder / "model_centralized.pt").exists():
+            print(f"study_recipe: {name}: no run folder at {folder} (skipped)", file=sys.stderr)
+            continue
+        fcj = None
+        if not VARIANTS[name].get("synthetic"):
+            fcj = json.loads((folder / "metrics.json").read_text())["per_client"][0]
+        results[name] = {"what": VARIANTS[name]["what"], "fcj": fcj,
+                         "sets": score(folder / "model_centralized.pt", real)}
+    out = Path(args.out)
+    out.write_text(render(results, runs) + f"\n![EER per variant]({out.with_suffix('.png').name})\n")
+    figure(results, out.with_suffix(".png"))
+    print(f"wrote {out} and {out.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
