@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "enroll": ("recognition.template_cli", "write a protected template (fuzzy vault or embedding sketch) of one "
                                            "finger"),
     "identify": ("recognition.cli", "search a gallery for probe fingerprints (1:N, rank-k, CMC)"),
+    "calibrate": ("recognition.cli", "store a decision threshold chosen on your own prints in a model file"),
     "data": ("data.cli", "synthetic fingerprints and dataset tools"),
     "publish": ("privacy.publish_cli", "DP-publish one fingerprint image or its minutiae (through a ledger)"),
     "publish-eval": ("privacy.publish_cli", "usability benchmark of the publication mechanisms"),
@@ -38,6 +39,9 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 #: Exceptions that mean "bad input" (arguments, files, folders): one line and exit status 2, never a traceback.
 USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
                PermissionError)
+#: Exit status after Ctrl-C (128 + SIGINT, the shell convention). A command that can resume sets ``resume_note``
+#: on its namespace (``"run the same command again to resume"``); the one line printed then says so.
+EXIT_INTERRUPTED = 130
 
 
 def _meaningful(default: object) -> bool:
@@ -220,8 +224,38 @@ def main(argv: list[str] | None = None) -> int:
         _process_options(args)
         return int(args.func(args) or 0)
     except USER_ERRORS as exc:  # user-facing input errors: one clear line, no traceback
-        print(f"fedprint {args.command}: error: {exc}", file=sys.stderr)
+        print(f"fedprint {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        note = getattr(args, "resume_note", "") or ""
+        print(f"fedprint {args.command}: interrupted{'; ' + note if note else ''}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except MemoryError:
+        print(f"fedprint {args.command}: error: out of memory; use smaller inputs (see the command's --help for "
+              "its limits)", file=sys.stderr)
+        return 2
+    except OSError as exc:  # disk full, permissions, a folder where a file was expected ...: name the path
+        print(f"fedprint {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a failure is never exit 1 (verify's "no match") and never a bare traceback
+        logging.getLogger("fedprint").debug("traceback", exc_info=True)
+        print(f"fedprint {args.command}: error: unexpected {type(exc).__name__}: {_one_line(exc)} (a bug: please "
+              "report it with the command line; --log-level debug shows the traceback)", file=sys.stderr)
+        return 2
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return _os_error(exc)
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 2000 else text[:2000] + " ..."
+
+
+def _os_error(exc: OSError) -> str:
+    """An OSError as 'what: path' without the raw '[Errno N]' prefix."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    where = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+    return f"{what}: {where}" if where else what
 
 
 if __name__ == "__main__":

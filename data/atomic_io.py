@@ -11,12 +11,14 @@ uid 49999 and mounts the folder read-only. :func:`temp_file_beside` gives the te
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +103,40 @@ def write_csv(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> Path:
 def write_text(path: str | Path, text: str) -> Path:
     """Atomic UTF-8 text file."""
     return atomic_write_bytes(path, text.encode())
+
+
+def check_new_folder(path: str | Path, option: str = "--out") -> Path:
+    """``path`` must be a new or empty folder (the ``--out`` contract); raises before any work is done.
+
+    Raises
+    ------
+    FileExistsError
+        ``path`` is a file, or a folder that is not empty.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise FileExistsError(f"{option}: {path} is a file; expected a new or empty folder")
+    if path.is_dir() and any(path.iterdir()):
+        raise FileExistsError(f"{option}: {path} exists and is not empty; give a new or empty folder")
+    return path
+
+
+@contextlib.contextmanager
+def staged_folder(path: str | Path, option: str = "--out") -> Iterator[Path]:
+    """Write a folder's files into a hidden staging folder beside it and move it into place only on success.
+
+    A command that fails or is interrupted half-way leaves no half-written ``path`` (the staging folder is
+    removed); ``path`` itself must be new or empty (:func:`check_new_folder`, checked again at the end).
+    """
+    path = check_new_folder(path, option)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
+    try:
+        yield stage
+        check_new_folder(path, option)
+        if path.is_dir():
+            path.rmdir()
+        os.replace(stage, path)
+    finally:
+        if stage.exists():
+            shutil.rmtree(stage, ignore_errors=True)

@@ -45,3 +45,25 @@ def add_real_samples_arg(p: argparse.ArgumentParser) -> None:
                    help="folder holding the real fingerprint sets, one sub-folder per set (default: "
                         "$FEDPRINT_REAL_SAMPLES, else ../shared/data/real beside the project); every model is "
                         "scored on each set, and kind = \"real\" sources read from it")
+
+
+def unit_float(text: str) -> float:
+    """A number in [0, 1] (a quality gate, a rate)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0.0 <= value <= 1.0):
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """A finite number (no nan / inf): a threshold."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value

@@ -165,6 +165,12 @@ def choose_threshold(
         j = int(np.argmax((tp + (n_imp - fp)) / (n_gen + n_imp)))
     else:
         j = int(np.argmin(np.abs(fp / n_imp - (1.0 - tp / n_gen))))
+    return _threshold_of_point(g_vals, j, sign)
+
+
+def _threshold_of_point(g_vals: np.ndarray, j: int, sign: float) -> float:
+    """Threshold (score units) reproducing operating point ``j`` of :func:`_operating_points`: halfway between
+    the last accepted and the first rejected score."""
     k = g_vals.shape[0]
     if j == 0:  # accept nothing: just above the most genuine-looking score
         g_t = np.nextafter(g_vals[0], np.inf)
@@ -176,6 +182,31 @@ def choose_threshold(
         if not lo < g_t <= hi:  # adjacent floats: the midpoint is not representable
             g_t = hi
     return float(sign * g_t)
+
+
+def threshold_at_fmr(scores, labels, fmr: float = 0.01, higher_is_genuine: bool = False) -> dict:
+    """The most accepting threshold whose FMR on these pairs is at most ``fmr`` (calibration of a threshold).
+
+    Returns
+    -------
+    dict
+        ``threshold`` (score units, placed as in :func:`choose_threshold`), ``fmr`` and ``fnmr`` reached on
+        these pairs, ``target_fmr``.
+    """
+    if not (isinstance(fmr, int | float) and 0.0 <= float(fmr) < 1.0):
+        raise ValueError(f"fmr: expected a rate in [0, 1), got {fmr!r}")
+    g_vals, tp, fp, n_gen, n_imp, sign = _operating_points(scores, labels, higher_is_genuine)
+    j = int(np.flatnonzero(fp / n_imp <= fmr + 1e-12).max())  # accept-nothing (j = 0) always qualifies
+    return {"threshold": _threshold_of_point(g_vals, j, sign), "fmr": float(fp[j] / n_imp),
+            "fnmr": float(1.0 - tp[j] / n_gen), "target_fmr": float(fmr)}
+
+
+def threshold_at_eer(scores, labels, higher_is_genuine: bool = False) -> dict:
+    """The threshold of the operating point closest to FMR = FNMR, with the FMR and FNMR it reaches."""
+    g_vals, tp, fp, n_gen, n_imp, sign = _operating_points(scores, labels, higher_is_genuine)
+    j = int(np.argmin(np.abs(fp / n_imp - (1.0 - tp / n_gen))))
+    return {"threshold": _threshold_of_point(g_vals, j, sign), "fmr": float(fp[j] / n_imp),
+            "fnmr": float(1.0 - tp[j] / n_gen)}
 
 
 def verification_metrics(test_scores, test_labels, threshold: float, higher_is_genuine: bool = False) -> dict:

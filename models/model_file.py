@@ -13,6 +13,8 @@ Contents (``FORMAT`` = ``"fedprint-model/1"``):
   was trained with (inputs must be prepared the same way);
 * ``threshold`` — the match decision (Eq. 2: match iff distance <= threshold), chosen on validation pairs
   (never on test pairs), with ``threshold_source`` saying which; None when no validation pairs were available;
+  ``calibration`` (optional) — written by ``fedprint calibrate`` (:func:`recalibrated_bytes`): the data, protocol,
+  target FMR, pair counts and the FMR / FNMR the stored threshold reached on them;
 * ``method``, ``metrics`` (test metrics of the run that wrote it), ``data`` (what it was trained on),
   ``provenance`` (command, FedPrint version, git commit, package versions; see
   :mod:`fedprint_config.provenance`).
@@ -56,6 +58,11 @@ class VerifierModel:
     @property
     def name(self) -> str:
         return str(self.meta.get("method", "model"))
+
+    @property
+    def threshold_source(self) -> str:
+        """Where the stored threshold comes from (which pairs, which criterion); "" if the file does not say."""
+        return str(self.meta.get("threshold_source") or "")
 
 
 def model_bytes(encoder: nn.Module, *, encoder_name: str, embedding_dim: int, spec: InputSpec,
@@ -145,6 +152,24 @@ def weighted_threshold(thresholds: Sequence[float], weights: Sequence[float]) ->
     return float(np.sum(t[ok] * w[ok]) / np.sum(w[ok])) if ok.any() else None
 
 
+def recalibrated_bytes(path: str | Path, threshold: float, threshold_source: str, calibration: dict) -> bytes:
+    """The model file ``path`` with a new decision threshold, its source and the calibration record.
+
+    Everything else (weights, input pipeline, provenance, training metrics) is kept as it was; the previous
+    threshold and its source are kept under ``calibration["previous_threshold"]`` / ``["previous_source"]``.
+    """
+    model = load_model(path)  # validates the file
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not math.isfinite(threshold):
+        raise ValueError(f"threshold: expected a finite distance, got {threshold!r}")
+    payload = torch.load(Path(path), map_location="cpu", weights_only=True)
+    payload.update({"threshold": float(threshold), "threshold_source": str(threshold_source),
+                    "calibration": {**dict(calibration), "previous_threshold": model.threshold,
+                                    "previous_source": model.threshold_source}})
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    return buf.getvalue()
+
+
 def load_model(path: str | Path) -> VerifierModel:
     """Read a model file; errors name the file and what was expected.
 
@@ -153,7 +178,8 @@ def load_model(path: str | Path) -> VerifierModel:
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        If it is not a FedPrint model file (corrupt, another format, missing keys, weights that do not fit).
+        If it is not a FedPrint model file (corrupt, another format, missing keys, weights that do not fit, NaN or
+        infinite weights, a threshold that is not a finite number).
     """
     path = Path(path)
     if not path.is_file():
@@ -176,6 +202,14 @@ def load_model(path: str | Path) -> VerifierModel:
         spec = InputSpec.from_description(payload["input_pipeline"])
     except (ValueError, KeyError, TypeError, RuntimeError) as exc:
         raise ValueError(f"{path}: model file does not describe a usable encoder ({exc})") from None
+    t = payload["threshold"]
+    if t is not None and (isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t)):
+        raise ValueError(f"{path}: the model's threshold must be a finite distance or absent, got {t!r}")
+    bad = [k for k, v in payload["state_dict"].items()
+           if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise ValueError(f"{path}: the model's weights hold NaN or infinite values ({len(bad)} tensor(s), first "
+                         f"{bad[0]!r}); the file is unusable (a diverged or damaged training run)")
     meta = {k: v for k, v in payload.items() if k not in ("state_dict",)}
     meta["path"] = str(path)
-    return VerifierModel(encoder=net.eval(), spec=spec, threshold=payload["threshold"], meta=meta)
+    return VerifierModel(encoder=net.eval(), spec=spec, threshold=None if t is None else float(t), meta=meta)

@@ -4,6 +4,10 @@ All three embed images through the model's own input pipeline (:class:`models.pr
 the model file) at each image's resolution (``dpi``), and compare unit-norm embeddings by Euclidean distance
 (Yan et al. 2025 Eq. 2: match iff distance <= threshold). The similarity ``score = 1 - distance / 2`` lies in [0, 1].
 
+Every image first passes the print-quality gate of :mod:`recognition.quality` (``min_quality``; 0 turns it off):
+a blank, flat, tiny or noise image is refused with a message naming it, never scored — or, with ``skip_bad``,
+left out and reported. Non-finite thresholds and embeddings (a model with NaN weights) are refused.
+
 Evaluation protocols (:func:`protocol_pairs`):
 
 * ``"fvc"`` — the FVC competitions' protocol: every genuine pair (each pair of impressions of one finger), and
@@ -28,11 +32,44 @@ import torch
 from data.pairs import PairSet
 from data.record import FingerprintRecord
 from models.device import current_device, on_device
-from models.metrics import eer, fnmr_at_fmr, roc_auc, verification_metrics
+from models.metrics import eer, fnmr_at_fmr, roc_auc, threshold_at_eer, threshold_at_fmr, verification_metrics
 from models.model_file import VerifierModel
 from models.preprocess import to_tensor_batch
+from recognition.quality import MIN_QUALITY, check_quality, print_quality
 
 PROTOCOLS = ("fvc", "all")
+#: Operating points :func:`evaluate` reports thresholds for: name -> target FMR (None: the EER point), and the
+#: fewest impostor pairs that resolve the target.
+OPERATING_POINTS = {"eer": (None, 1), "fmr_1%": (0.01, 100), "fmr_0.1%": (0.001, 1000)}
+
+
+def _finite_threshold(model: VerifierModel, threshold: float | None) -> float | None:
+    t = model.threshold if threshold is None else threshold
+    if t is not None and (isinstance(t, bool) or not isinstance(t, int | float) or not np.isfinite(t)):
+        raise ValueError(f"threshold: expected a finite distance, got {t!r}")
+    return None if t is None else float(t)
+
+
+def quality_gate(records: Sequence[FingerprintRecord], min_quality: float = MIN_QUALITY, *, skip_bad: bool = False,
+                 report: list | None = None) -> tuple[list[FingerprintRecord], np.ndarray]:
+    """Records that hold a fingerprint (quality >= ``min_quality``) and their qualities.
+
+    ``skip_bad`` False: the first image below the gate raises :class:`recognition.quality.LowQualityError`
+    naming its file. True: such images are left out, each appended to ``report`` as ``(source, reason)``.
+    """
+    names = [r.source or r.key for r in records]
+    if not skip_bad:
+        q = check_quality([r.image for r in records], [r.dpi for r in records], names, min_quality)
+        return list(records), q
+    check_quality([], [], [], min_quality)  # validates min_quality
+    q = np.array([print_quality(r.image, r.dpi) for r in records], dtype=np.float64)
+    keep = q >= min_quality
+    if report is not None:
+        report.extend((n, f"no fingerprint found: quality {v:.2f} < {min_quality:g}")
+                      for n, v, k in zip(names, q, keep, strict=True) if not k)
+    return [r for r, k in zip(records, keep, strict=True) if k], q[keep]
+
+
 @torch.no_grad()
 def embed_images(model: VerifierModel, images: Sequence[np.ndarray], dpis: Sequence[float | None],
                  batch_size: int = 64) -> np.ndarray:
@@ -45,18 +82,29 @@ def embed_images(model: VerifierModel, images: Sequence[np.ndarray], dpis: Seque
         for s in range(0, len(images), batch_size):
             x = to_tensor_batch(list(images[s:s + batch_size]), model.spec, list(dpis[s:s + batch_size]))
             out.append(model.encoder(x.to(dev)).float().cpu().double().numpy())
-    return np.concatenate(out) if out else np.zeros((0, 0))
+    e = np.concatenate(out) if out else np.zeros((0, 0))
+    if not np.isfinite(e).all():
+        raise ValueError(f"{model.meta.get('path', 'model')}: the model produced NaN or infinite embeddings; it "
+                         "cannot score these images")
+    return e
 
 
 def verify(model: VerifierModel, a: np.ndarray, b: np.ndarray, *, dpi_a: float | None, dpi_b: float | None,
-           threshold: float | None = None) -> dict:
-    """Compare two images: distance, score, threshold used and the decision."""
-    t = model.threshold if threshold is None else float(threshold)
+           threshold: float | None = None, min_quality: float = MIN_QUALITY,
+           names: tuple[str, str] = ("A", "B")) -> dict:
+    """Compare two images: qualities, distance, score, threshold used and the decision.
+
+    Raises :class:`recognition.quality.LowQualityError` (naming ``names``) when an image is below ``min_quality``.
+    """
+    t = _finite_threshold(model, threshold)
     if t is None:
-        raise ValueError("threshold: the model file has no decision threshold; give --threshold")
+        raise ValueError("threshold: the model file has no decision threshold; give --threshold or store one with "
+                         "fedprint calibrate")
+    q = check_quality([a, b], [dpi_a, dpi_b], list(names), min_quality)
     e = embed_images(model, [a, b], [dpi_a, dpi_b])
     d = float(np.linalg.norm(e[0] - e[1]))
-    return {"distance": d, "score": 1.0 - d / 2.0, "threshold": t, "match": d <= t}
+    return {"distance": d, "score": 1.0 - d / 2.0, "threshold": t, "match": d <= t,
+            "quality_a": float(q[0]), "quality_b": float(q[1])}
 
 
 def protocol_pairs(records: Sequence[FingerprintRecord], protocol: str = "fvc") -> PairSet:
@@ -84,13 +132,21 @@ def protocol_pairs(records: Sequence[FingerprintRecord], protocol: str = "fvc") 
 
 
 def evaluate(model: VerifierModel, records: Sequence[FingerprintRecord], protocol: str = "fvc",
-             threshold: float | None = None) -> tuple[dict, np.ndarray, PairSet]:
+             threshold: float | None = None, *, min_quality: float = MIN_QUALITY, skip_bad: bool = False,
+             report: list | None = None) -> tuple[dict, np.ndarray, PairSet]:
     """Verification metrics of ``model`` on a dataset; returns (metrics, distances, pairs).
 
     ``eer``, ``roc_auc`` always; ``fnmr_at_fmr_1%`` / ``fnmr_at_fmr_0.1%`` only when there are at least 100 /
-    1000 impostor pairs (else None: an FMR of 0.1 % cannot be resolved with fewer); threshold-dependent
-    metrics (accuracy, FMR, FNMR at the model's threshold or ``threshold``) when a threshold is known.
+    1000 impostor pairs (else None: an FMR of 0.1 % cannot be resolved with fewer); ``operating_points``: the
+    distance threshold at the EER point and at FMR 1 % / 0.1 % (same condition) with the FMR / FNMR each reaches
+    on these pairs; threshold-dependent metrics (accuracy, FMR, FNMR at the model's threshold or ``threshold``)
+    when a threshold is known. Images below ``min_quality`` raise, or with ``skip_bad`` are left out (counted in
+    ``skipped_low_quality``; ``pairs`` then index the records kept — run :func:`quality_gate` first when the
+    caller needs them).
     """
+    t = _finite_threshold(model, threshold)
+    n_in = len(records)
+    records, q = quality_gate(records, min_quality, skip_bad=skip_bad, report=report)
     pairs = protocol_pairs(records, protocol)
     e = embed_images(model, [r.image for r in records], [r.dpi for r in records])
     d = np.linalg.norm(e[pairs.a] - e[pairs.b], axis=1)
@@ -99,8 +155,12 @@ def evaluate(model: VerifierModel, records: Sequence[FingerprintRecord], protoco
     metrics = {"protocol": protocol, "images": len(records), "fingers": len({r.identity for r in records}),
                "n_genuine": int(lab.sum()), "n_impostor": n_imp, "eer": eer(d, lab), "roc_auc": roc_auc(d, lab),
                "fnmr_at_fmr_1%": fnmr_at_fmr(d, lab, 0.01) if n_imp >= 100 else None,
-               "fnmr_at_fmr_0.1%": fnmr_at_fmr(d, lab, 0.001) if n_imp >= 1000 else None}
-    t = model.threshold if threshold is None else float(threshold)
+               "fnmr_at_fmr_0.1%": fnmr_at_fmr(d, lab, 0.001) if n_imp >= 1000 else None,
+               "min_quality": float(min_quality), "skipped_low_quality": n_in - len(records),
+               "quality_min": float(q.min()), "quality_median": float(np.median(q))}
+    metrics["operating_points"] = {
+        name: (threshold_at_eer(d, lab) if target is None else threshold_at_fmr(d, lab, target))
+        for name, (target, need) in OPERATING_POINTS.items() if n_imp >= need}
     if t is not None:
         at = verification_metrics(d, lab, t)
         metrics.update({"threshold": t, "accuracy": at["accuracy"], "fmr_at_threshold": at["fmr"],
@@ -116,18 +176,30 @@ class Identification:
     identity: str | None
     ranked: list[tuple[str, float]]  # (gallery identity, distance), nearest first
     rank: int | None  # 1-based rank of the true identity (None: unknown or not enrolled)
+    quality: float = float("nan")  # print quality of the probe (recognition.quality)
+    candidate: str | None = None  # open set: nearest identity if within the threshold, else None (not enrolled)
 
 
 def identify(model: VerifierModel, gallery: Sequence[FingerprintRecord], probes: Sequence[FingerprintRecord],
-             *, top_k: int = 5, probe_identities_known: bool = True) -> list[Identification]:
+             *, top_k: int = 5, probe_identities_known: bool = True, threshold: float | None = None,
+             min_quality: float = MIN_QUALITY, skip_bad: bool = False,
+             report: list | None = None) -> list[Identification]:
     """1:N search: each probe against every gallery identity (distance to its nearest enrolled impression).
 
-    A probe that is also a gallery image (same file) is never matched to itself.
+    A probe that is also a gallery image (same file) is never matched to itself. Open set: with a ``threshold``
+    (default: the model's), ``candidate`` is the nearest identity when its distance is within the threshold, else
+    None ("not enrolled"). Gallery and probe images below ``min_quality`` raise, or with ``skip_bad`` are left
+    out (reported in ``report``).
     """
-    if top_k < 1:
-        raise ValueError(f"top_k: expected an integer >= 1, got {top_k}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"--top-k: expected an integer >= 1, got {top_k!r}")
+    t = _finite_threshold(model, threshold)
+    gallery, _ = quality_gate(gallery, min_quality, skip_bad=skip_bad, report=report)
+    probes, pq = quality_gate(probes, min_quality, skip_bad=skip_bad, report=report)
     if not gallery:
-        raise ValueError("gallery: no images")
+        raise ValueError("gallery: no images" + (" above the quality gate" if skip_bad else ""))
+    if not probes:
+        raise ValueError("probe: no images above the quality gate")
     g_ids = np.array([r.identity for r in gallery])
     names = np.unique(g_ids)
     ge = embed_images(model, [r.image for r in gallery], [r.dpi for r in gallery])
@@ -143,7 +215,8 @@ def identify(model: VerifierModel, gallery: Sequence[FingerprintRecord], probes:
         ranked = [(str(names[o]), float(per_id[o])) for o in finite]
         true = p.identity if probe_identities_known else None
         rank = next((i + 1 for i, (n, _) in enumerate(ranked) if n == true), None) if true is not None else None
-        out.append(Identification(p.source or p.key, true, ranked[:top_k], rank))
+        cand = ranked[0][0] if ranked and t is not None and ranked[0][1] <= t else None
+        out.append(Identification(p.source or p.key, true, ranked[:top_k], rank, float(pq[k]), cand))
     return out
 
 

@@ -234,3 +234,35 @@ def _to_gray(path: Path, im: Image.Image) -> np.ndarray:
                 "expected an opaque image (or alpha 0 only where gray is 0) — flatten it explicitly",
             )
     return np.ascontiguousarray(gray)
+
+
+#: Resolutions a file may state that are taken as its scan resolution (dots per inch). Outside this range a stated
+#: value is a software default, not a scanner's: 72 and 96 (screen defaults written by image editors and by
+#: SOCOFing's BMPs), 1 (FVC TIFFs).
+FILE_DPI_RANGE = (100.0, 2000.0)
+
+
+def read_dpi(path: str | Path) -> tuple[float | None, str]:
+    """Resolution stated in an image file's header, if it is a plausible scan resolution.
+
+    Returns
+    -------
+    dpi : float or None
+        The horizontal resolution in dots per inch (PNG pHYs, TIFF X/YResolution, BMP pixels per metre), rounded
+        to 0.1; None when the file states none or one outside :data:`FILE_DPI_RANGE`.
+    note : str
+        What the file says, for messages: ``"file: 500 dpi"``, ``"file states 96 dpi (a software default, not a
+        scan resolution)"`` or ``"file states no resolution"``.
+    """
+    try:
+        with Image.open(path) as im:
+            stated = im.info.get("dpi")
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise ImageReadError(path, f"cannot read the image header ({type(exc).__name__}: {exc})") from exc
+    if not stated:
+        return None, "the file states no resolution"
+    x = round(float(stated[0] if isinstance(stated, tuple | list) else stated), 1)
+    lo, hi = FILE_DPI_RANGE
+    if not (lo <= x <= hi):
+        return None, f"the file states {x:g} dpi, a software default, not a scan resolution"
+    return x, f"file: {x:g} dpi"
