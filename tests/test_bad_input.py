@@ -68,6 +68,8 @@ CASES = [
     (["evaluate", "--data", "{t}/afile"], "afile"),
     (["evaluate", "--data", "{t}/emptydir", "--model", "{t}/model.pt"], "model.pt"),
     (["identify", "--gallery", "{t}/emptydir", "--probe", "{t}/corrupt.png"], "emptydir"),
+    (["calibrate", "--data", "{t}/absent", "-o", "{t}/m2.pt"], "absent"),
+    (["calibrate", "--data", "{t}/emptydir", "-o", "{t}/afile"], "afile"),
     (["identify", "--gallery", "{t}/absent", "--probe", "{t}/corrupt.png"], "absent"),
     (["data", "synth", "--out", "{t}/afile", "--fingers", "2", "--impressions", "2"], "afile"),
     (["data", "synth", "--out", "{t}/new", "--fingers", "0", "--impressions", "2"], "fingers"),
