@@ -137,7 +137,19 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                 continue  # the subsystem is not part of this installation
             raise _MissingExtra(name, exc.name or "") from exc
         module.register(sub)
+    _fill_descriptions(parser)
     return parser
+
+
+def _fill_descriptions(parser: argparse.ArgumentParser) -> None:
+    """Every (sub)command's ``--help`` opens with a description: its one-line help where it has none."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, child in action.choices.items():
+                if not child.description and helps.get(name):
+                    child.description = helps[name]
+                _fill_descriptions(child)
 
 
 class _MissingExtra(Exception):

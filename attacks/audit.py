@@ -50,6 +50,7 @@ from attacks.audit_report import (
     inversion_section,
     mia_rows,
     run_models_section,
+    summary_section,
     timing_section,
 )
 from attacks.audit_store import AuditStore
@@ -150,6 +151,19 @@ def _plan(attacks: Sequence[str], settings: AuditSettings) -> list[str]:
     return parts
 
 
+def _client_dp_finals(run_dir: Path) -> list[Path]:
+    """``<method>/final.json`` of every method of a run that used client-level DP."""
+    return [f for f in sorted(Path(run_dir).glob("*/final.json"))
+            if (json.loads(f.read_text()).get("privacy") or {}).get("level") == "client"]
+
+
+def check_attacks_apply(run_dir: Path, attacks: Sequence[str]) -> None:
+    """Refuse an attack that does not apply to the run (``client-dp`` on a run without client-level DP)."""
+    if "client-dp" in attacks and not _client_dp_finals(run_dir):
+        raise ValueError(f"--attacks client-dp: no method of {Path(run_dir).name} used client-level DP ([dp] level "
+                         "= \"client\"), so there is nothing to audit; leave client-dp out")
+
+
 def _client_dp_part(info: RunInfo) -> dict:
     """Replace-one canary audit (:func:`attacks.one_run_audit.audit_client_dp_release`) of every client-level DP
     method of a simulate run: the real DP-AFFR aggregator with the run's own z, C and the cohort weights of its
@@ -160,10 +174,8 @@ def _client_dp_part(info: RunInfo) -> dict:
     from server.checkpoint import load_releases
 
     rows = []
-    for final_path in sorted(info.run_dir.glob("*/final.json")):
+    for final_path in _client_dp_finals(info.run_dir):
         p = json.loads(final_path.read_text()).get("privacy") or {}
-        if p.get("level") != "client":
-            continue
         releases = load_releases(final_path.parent)
         cohorts = [r["weights"] for r in releases if r.get("weights")]
         if not cohorts:
@@ -290,6 +302,7 @@ def _render(info: RunInfo, store: AuditStore, plan: list[str], settings: AuditSe
              f"- parts finished: {len(done)} of {len(plan)}"
              + (f"; **still to run:** {', '.join(missing)} — re-run the same command with `--out {out}` to "
                 "resume" if missing else ""), ""]
+    header_end = len(lines)
     run_rows = done.get("mia: run models", {}).get("rows")
     labels = [p[len("mia: "):] for p in plan if p.startswith("mia: ") and p != "mia: run models"]
     cond = [done[f"mia: {c}"] for c in labels if f"mia: {c}" in done]
@@ -315,8 +328,11 @@ def _render(info: RunInfo, store: AuditStore, plan: list[str], settings: AuditSe
         lines.append(inversion_section(first["model"], first["client"], settings.fpdfsn_beta, results))
         write_json(out / "inversion.json", results)
         write_csv(out / "inversion.csv", [{"condition": c, **r} for c, res in results.items() for r in res["rows"]])
-    if "client-dp: canaries" in done:
-        lines.append(client_dp_section(done["client-dp: canaries"]["rows"]))
+    inv_results = {label: v["result"] for label, v in inv.items()}
+    client_rows = done["client-dp: canaries"]["rows"] if "client-dp: canaries" in done else None
+    lines.insert(header_end, summary_section(run_rows, [c["row"] for c in cond], inv_results, client_rows, missing))
+    if client_rows is not None:
+        lines.append(client_dp_section(client_rows))
     lines.append(timing_section(store.parts, estimate))
     lines.append(report_provenance(out))
     write_text(out / "audit.md", "\n".join(lines) + "\n")
@@ -356,6 +372,7 @@ def run_audit(run_dir: str | Path, *, attacks: Sequence[str] = ("mia",), out: st
                          f"{','.join(AUDIT_ATTACKS)}")
     run_dir = Path(run_dir).resolve()
     info = load_run(run_dir)
+    check_attacks_apply(run_dir, attacks)
     before = hash_tree(run_dir)
     settings = settings or (QUICK if quick else AuditSettings())
     if out is not None:

@@ -49,6 +49,61 @@ MIA_DEFINITIONS = (
     "for n fingers.\n")
 
 
+LIRA_SAME_NOTE = (
+    "**LiRA online and offline rows are identical** for {conds}: with one IN and one OUT shadow model per finger "
+    "(`--shadows 2`), the membership effect and the variance are fitted once for all fingers (pooled), so both "
+    "scores are increasing functions of the same (φ − μ_out) / σ and rank the fingers the same way; every metric "
+    "here depends only on that ranking. More shadows (`--shadows 8`) separate them.\n")
+
+
+def lira_identical(rows: list[dict]) -> list[str]:
+    """Conditions (or models) whose LiRA online and offline metrics coincide (see :data:`LIRA_SAME_NOTE`)."""
+    keys = ("auc", "balanced_accuracy", "tpr_at_1pct_fpr", "mi_decision_bits")
+    return [str(r.get("condition", r.get("model"))) for r in rows
+            if {"lira_online", "lira_offline"} <= set(r["attacks"])
+            and all(r["attacks"]["lira_online"].get(k) == r["attacks"]["lira_offline"].get(k) for k in keys)]
+
+
+def _leak_words(auc: float, lo: float) -> str:
+    if lo > 0.5:
+        return "**membership leaks**" if auc >= 0.6 else "a weak but detectable membership signal"
+    return "no detectable membership signal at this sample size (the AUC interval includes 0.5)"
+
+
+def summary_section(run_rows: list[dict] | None, cond_rows: list[dict], inversion: dict[str, dict],
+                    client_dp_rows: list[dict] | None, missing: list[str]) -> str:
+    """The verdict a reader can act on, first: strongest membership attack per model / condition, the
+    inversion outcome per condition, the client-level DP check, and what is still missing."""
+    lines = ["## Summary\n"]
+    for label, rows in (("run's model", run_rows or []), ("comparison condition", cond_rows)):
+        for r in rows:
+            name = r.get("model", r.get("condition"))
+            attack, m = max(r["attacks"].items(), key=lambda kv: kv[1]["auc"])
+            lo, hi = m["auc_ci95"]
+            weak = " — model barely verifies (test EER ≥ 30 %), not a result" if r.get("test_eer", 0) >= WEAK_EER \
+                else ""
+            lines.append(f"- Membership, {label} `{name}`: strongest attack {attack}, AUC {m['auc']:.2f} "
+                         f"[{lo:.2f}, {hi:.2f}] — {_leak_words(m['auc'], lo)}{weak}.")
+    for label, res in inversion.items():
+        rows = res.get("table") or []
+        best = [r for r in rows if isinstance(r.get("verifies"), bool)]
+        if best:
+            hits = sum(r["verifies"] for r in best)
+            lines.append(f"- Inversion, {label}: {hits} of {len(best)} reconstructions verify as the attacked "
+                         f"finger{' — **the images leak**' if hits else ''}.")
+        else:
+            lines.append(f"- Inversion, {label}: see Table 5 below.")
+    if client_dp_rows:
+        bad = [r["method"] for r in client_dp_rows if r.get("verdict") != "ok"]
+        lines.append("- Client-level DP: " + (f"**VIOLATION** for {', '.join(bad)} (ε_lb above the claimed ε)"
+                                              if bad else "every audited method's ε_lb ≤ its claimed ε (ok)") + ".")
+    if missing:
+        lines.append(f"- Not finished: {', '.join(missing)} — the verdict above covers the finished parts only.")
+    if len(lines) == 1:
+        lines.append("- No part finished yet.")
+    return "\n".join(lines) + "\n"
+
+
 #: Test EER from which a comparison model is flagged as barely verifying (chance is 0.5).
 WEAK_EER = 0.30
 
@@ -98,6 +153,7 @@ def comparison_section(setup: dict, rows: list[dict], planned: list[str], dp_not
                   f"only group privacy. ε from Opacus's RDP accountant at δ. {dp_note}\n",
                   "### All metrics\n",
                   markdown_table([{k: fmt(v) for k, v in r.items()} for r in mia_rows(rows, "condition")]),
+                  *([LIRA_SAME_NOTE.format(conds=", ".join(same))] if (same := lira_identical(rows)) else []),
                   *[f"![MIA ROC {r['condition']}](mia_roc_{planned.index(r['condition'])}.png)\n" for r in rows]]
     return "\n".join(lines)
 

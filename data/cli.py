@@ -7,7 +7,10 @@ import argparse
 
 def _synth(args: argparse.Namespace) -> int:
     from data.synth.generate import generate_dataset
+    from data.synth.limits import check_size
 
+    args.resume_note = "run the same command again to resume (finished fingers are kept)"
+    check_size(args.fingers, args.impressions, "--")
     out = generate_dataset(args.profile, fingers=args.fingers, impressions=args.impressions, seed=args.seed,
                            out=args.out, workers=args.workers, progress=not args.quiet)
     print(f"synthetic dataset: {out} ({args.fingers} fingers x {args.impressions} impressions, "
@@ -48,15 +51,22 @@ def _names(text: str) -> list[str]:
 
 def _realism(args: argparse.Namespace) -> int:
     import json
+    import time
+    from pathlib import Path
 
+    from data.atomic_io import check_new_folder, staged_folder
     from data.realism import run_realism
+    from data.synth.limits import check_size
 
-    summaries = run_realism(args.out, fvc=args.fvc, synth=args.synth, fingers=args.fingers,
-                            impressions=args.impressions, n_impostor=args.n_impostor, seed=args.seed,
-                            progress=not args.quiet)
+    out = check_new_folder(args.out or Path("runs") / f"realism-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
+    check_size(args.fingers, args.impressions, "--")
+    with staged_folder(out) as tmp:  # written only when every report is done
+        summaries = run_realism(tmp, fvc=args.fvc, synth=args.synth, fingers=args.fingers,
+                                impressions=args.impressions, n_impostor=args.n_impostor, seed=args.seed,
+                                progress=not args.quiet)
     for name, summary in summaries.items():
         print(name, json.dumps(summary, indent=1, default=float))
-    print(f"realism reports: {args.out}")
+    print(f"realism reports: {out}")
     return 0
 
 
@@ -103,6 +113,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--impressions", type=int, default=4, help="synthetic impressions per finger")
     r.add_argument("--n-impostor", type=int, default=300, help="impostor pairs per set")
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--out", default="runs/realism", help="folder of the reports")
+    r.add_argument("--out", default=None, help="a new or empty folder for the reports (default: "
+                                               "runs/realism-<UTC time>)")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
     r.set_defaults(func=_realism)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -31,10 +32,14 @@ from typing import Any, get_args, get_origin, get_type_hints
 
 from torch import nn
 
+from data.synth.limits import check_size
 from fedprint_config.federation import FederationConfig
 from fedprint_config.train import TrainConfig
 from models.preprocess import NORMALIZATIONS, InputSpec
 from models.siamese import ENCODERS, new_encoder
+
+#: A run name: one plain path component (run directories are ``<run.out>/<name>-<UTC time>``).
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,11 @@ class RunSection:
     name: str = "run"
     out: str = "runs"
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not _RUN_NAME.fullmatch(self.name) or ".." in self.name:
+            raise ValueError(f"run.name: expected a plain folder name (letters, digits, '.', '_', '-'; at most 100 "
+                             f"characters; no '/' or '..'), got {self.name!r}; the run is written under run.out")
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,8 @@ class SourceSection:
                              f"'fcj2020_dev') and no 'root'; got name={self.name!r}, root={self.root!r}")
         if self.kind == "synth" and (self.fingers < 2 or self.impressions < 2):
             raise ValueError("data.sources: a synthetic source needs fingers >= 2 and impressions >= 2")
+        if self.kind == "synth":
+            check_size(self.fingers, self.impressions, "data.sources.")
 
 
 @dataclass(frozen=True)
@@ -130,6 +142,11 @@ class PartitionSection:
     def __post_init__(self) -> None:
         if self.mode not in ("domain", "iid", "niid"):
             raise ValueError(f"partition.mode: expected 'domain', 'iid' or 'niid', got {self.mode!r}")
+        for key, lo in (("n_clients", 1), ("min_fingers", 1)):
+            if getattr(self, key) < lo:
+                raise ValueError(f"partition.{key}: expected an integer >= {lo}, got {getattr(self, key)}")
+        if not (math.isfinite(self.alpha) and self.alpha > 0):
+            raise ValueError(f"partition.alpha: expected a Dirichlet concentration > 0, got {self.alpha}")
 
 
 @dataclass(frozen=True)
@@ -382,7 +399,12 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"config file not found: {path}")
     try:
-        return tomllib.loads(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not a TOML text file (byte {exc.start} is not UTF-8 text); expected an "
+                         "experiment TOML") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML ({exc})") from None
 

@@ -37,7 +37,9 @@ def register(subparsers) -> None:
                    help="run the experiment under several seeds (a count >= 2, or a comma-separated list) and "
                         "report mean ± 95%% CI per method and AFFR − FedAvg paired by seed")
     p.add_argument("--check", action="store_true",
-                   help="only load, partition and split the experiment (no training, nothing written)")
+                   help="only load, partition and split the experiment: no training and no run directory; synthetic "
+                        "sources are generated into their data cache ([[data.sources]] cache, default "
+                        "runs/.cache/synth) if not there yet, and reused by the real run")
     add_device_arg(p)
     add_real_samples_arg(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -153,7 +153,8 @@ def check_partitions(cfg, records: Sequence, parts: Sequence, *, source: str) ->
 
 
 def check(config: str | Path, *, progress: bool = True) -> list[dict[str, Any]]:
-    """``fedprint simulate --check``: load, partition and split the experiment; nothing trained or written."""
+    """``fedprint simulate --check``: load, partition and split the experiment; nothing trained, no run
+    directory (synthetic sources are generated into their data cache, as the real run would)."""
     path = resolve_experiment(config)
     cfg, _ = load_experiment(path)
     refuse_dp_in_federated_runs(cfg, str(path))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from fedprint_config.arg_types import add_device_arg, add_real_samples_arg
@@ -25,10 +26,14 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _floats(text: str) -> list[float]:
+    """One or more comma-separated finite numbers (argparse names the option in its message)."""
     try:
-        return [float(v) for v in text.split(",") if v.strip()]
+        values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+        values = []
+    if not values or not all(math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(f"expected one or more comma-separated finite numbers, got {text!r}")
+    return values
 
 
 def _sweep(args: argparse.Namespace) -> int:

@@ -99,7 +99,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--seed", type=int, default=0,
                    help="seed of the benchmark's data sampling (synthetic prints, --n-images probes); never of the "
                         "mechanisms' noise, which comes from OS entropy")
-    e.add_argument("--out", type=Path, required=True, help="the folder the results are written into")
+    e.add_argument("--out", type=Path, required=True,
+                   help="a new or empty folder the results are written into (only when the benchmark finishes)")
     e.set_defaults(func=run_eval)
 
 
@@ -130,6 +131,7 @@ def _eval_records(args: argparse.Namespace) -> tuple[list, str]:
             records += recs
         return records, " + ".join(str(d) for d in args.data) + f" (layout {args.layout})"
     from data.synth.generate import finger_records
+    from data.synth.limits import check_size
     from data.synth.profiles import get_profile
 
     fingers = 6 if args.fingers is None else args.fingers
@@ -138,14 +140,17 @@ def _eval_records(args: argparse.Namespace) -> tuple[list, str]:
         raise ValueError(f"--fingers: need at least 2 (a gallery with impostors), got {fingers}")
     if impressions < 2:
         raise ValueError(f"--impressions: need at least 2 (gallery + probe), got {impressions}")
+    check_size(fingers, impressions, "--")
     profile = get_profile(args.profile or "casia")
     records = [r for f in range(fingers) for r in finger_records(profile, f, impressions, args.seed)]
     return records, f"synthetic profile {profile.name}, {fingers} fingers x {impressions} impressions, seed {args.seed}"
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    from data.atomic_io import check_new_folder, staged_folder
     from privacy.publish_eval import publish_eval
 
+    check_new_folder(args.out)
     try:
         epsilons = [float(x) for x in _csv_list(args.epsilons, "--epsilons")]
     except ValueError as exc:
@@ -154,10 +159,12 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.checkpoint is not None and not args.checkpoint.is_file():
         raise ValueError(f"--model: no such model file: {args.checkpoint}")
     records, label = _eval_records(args)
-    path = publish_eval(records, mechanisms=mechanisms, variants=_csv_list(args.variants, "--variants"),
-                        epsilons=epsilons, checkpoint=args.checkpoint, classical=args.classical,
-                        n_images=args.n_images, seed=args.seed, out_dir=args.out, epsilon_unit=args.epsilon_unit,
-                        data_label=label)
+    with staged_folder(args.out) as tmp:  # a failed or interrupted benchmark leaves no half-written --out
+        path = publish_eval(records, mechanisms=mechanisms, variants=_csv_list(args.variants, "--variants"),
+                            epsilons=epsilons, checkpoint=args.checkpoint, classical=args.classical,
+                            n_images=args.n_images, seed=args.seed, out_dir=tmp, epsilon_unit=args.epsilon_unit,
+                            data_label=label)
+    path = args.out / path.relative_to(tmp)
     print(f"Results: {path}; report: {path.parent / 'report.md'}")
     return 0
 

@@ -25,6 +25,10 @@ from PIL import Image
 
 #: File suffixes (lower case) the dataset loaders treat as images.
 IMAGE_SUFFIXES = (".png", ".bmp", ".tif", ".tiff")
+#: Largest image read (pixels): 4096 x 4096, i.e. 8 x 8 inches at 500 dpi or a ten-print card at 1000 dpi. Checked
+#: from the header before decoding, so an oversized file costs nothing (a point-set release of an 8000 x 8000 image
+#: would need about 8 GB).
+MAX_PIXELS = 4096 * 4096
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
@@ -45,6 +49,11 @@ _REJECTED_MODES = {
     "RGBa": "premultiplied RGBA",
     "La": "premultiplied LA",
 }
+
+
+#: Magic numbers of files that are often renamed to an image suffix by mistake, for the error message.
+_NOT_IMAGES = ((b"%PDF", "PDF"), (b"PK\x03\x04", "ZIP (or DOCX / XLSX)"), (b"RIFF", "RIFF (AVI / WAV)"),
+              (b"<", "text / HTML / XML"), (b"{", "JSON / text"))
 
 
 class ImageReadError(ValueError):
@@ -111,6 +120,9 @@ def read_gray(path: str | Path) -> np.ndarray:
             warnings.simplefilter("always")  # before open(): header parsing warns too, and never deduplicate
             with Image.open(io.BytesIO(data)) as im:
                 fmt = im.format or "unknown"
+                if im.size[0] * im.size[1] > MAX_PIXELS:
+                    raise ImageReadError(path, f"{fmt} image of {im.size[0]}x{im.size[1]} pixels is larger than"
+                                               f" the {MAX_PIXELS:,} (4096x4096) FedPrint reads; crop or downscale it")
                 _check_header_depth(path, fmt, data, im)
                 if getattr(im, "n_frames", 1) != 1:
                     pages = im.n_frames
@@ -129,6 +141,11 @@ def read_gray(path: str | Path) -> np.ndarray:
         raise
     except Image.DecompressionBombError as exc:
         raise ImageReadError(path, f"image too large to decode safely ({exc})") from exc
+    except Image.UnidentifiedImageError as exc:
+        head = data[:8]
+        kind = next((name for magic, name in _NOT_IMAGES if head.startswith(magic)), None)
+        what = f"a {kind} file" if kind else f"not an image format FedPrint reads (it starts with {head!r})"
+        raise ImageReadError(path, f"{what}, not an image; expected an 8-bit grayscale PNG, BMP or TIFF") from exc
     except (OSError, SyntaxError, ValueError, struct.error, EOFError) as exc:
         what = "truncated or corrupt" if "truncat" in str(exc).lower() else "cannot decode image"
         raise ImageReadError(path, f"{what} ({type(exc).__name__}: {exc})") from exc

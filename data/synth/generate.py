@@ -26,10 +26,16 @@ from tqdm.auto import tqdm
 from data.atomic_io import atomic_write_bytes
 from data.record import FingerprintRecord
 from data.synth.impression import render_impression
+from data.synth.limits import check_size
 from data.synth.master import make_master
 from data.synth.profiles import Profile, get_profile
 
 FORMAT = "fedprint-synth/1"
+def _ignore_sigint() -> None:
+    """Worker initializer: Ctrl-C is handled by the parent (one line, resumable), not by every worker."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def identity_name(finger: int) -> str:
@@ -111,6 +117,7 @@ def generate_dataset(
     for name, v, lo in (("fingers", fingers, 1), ("impressions", impressions, 1), ("seed", seed, 0)):
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise ValueError(f"{name}: expected an integer >= {lo}, got {v!r}")
+    check_size(fingers, impressions)
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ValueError(f"workers: expected an integer >= 1 or None (all cores), got {workers!r}")
     out = Path(out)
@@ -142,9 +149,16 @@ def generate_dataset(
             bar.update()
     else:
         # spawn: the parent may hold torch/OpenMP thread pools that must not be forked.
-        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=get_context("spawn")) as ex:
+        ex = ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=get_context("spawn"),
+                                 initializer=_ignore_sigint)
+        try:
             for _ in ex.map(_make_finger, tasks, chunksize=1):
                 bar.update()
+        except BaseException:  # Ctrl-C or a failed finger: drop queued fingers, let running ones finish their files
+            ex.shutdown(wait=True, cancel_futures=True)
+            bar.close()
+            raise
+        ex.shutdown(wait=True)
     bar.close()
 
     ground_truth = {}
