@@ -69,6 +69,7 @@ CASES = [
     (["evaluate", "--data", "{t}/emptydir", "--model", "{t}/model.pt"], "model.pt"),
     (["identify", "--gallery", "{t}/emptydir", "--probe", "{t}/corrupt.png"], "emptydir"),
     (["calibrate", "--data", "{t}/absent", "-o", "{t}/m2.pt"], "absent"),
+    (["ledger", "show", "{t}/absent.json"], "absent.json"),
     (["calibrate", "--data", "{t}/emptydir", "-o", "{t}/afile"], "afile"),
     (["identify", "--gallery", "{t}/absent", "--probe", "{t}/corrupt.png"], "absent"),
     (["data", "synth", "--out", "{t}/afile", "--fingers", "2", "--impressions", "2"], "afile"),
