@@ -9,7 +9,7 @@ Two steps, each repeatable by a reader::
 ``--run NAME[,NAME]`` runs only those evaluations (names: :data:`RUNS` and ``002-table41``); each writes its folder
 under ``--runs-dir`` (default ``runs/reproduction``) with ``wall.json`` (command, seconds). The renderer only reads
 run folders: a missing one prints "not yet run" with the exact command in the document. Real prints are read from
-``$FEDPRINT_REAL_DATA`` (default ``../shared/data/real``); the three FVC B sets are pooled (29 fingers).
+``$FEDPRINT_REAL_SAMPLES`` (default ``../shared/data/real``); the three FVC B sets are pooled (29 fingers).
 
 The AFFR section (seed 003) reads folders of ``fedprint simulate`` / ``fedprint audit`` / ``fedprint sweep`` runs of
 the real-sensor experiment family (``real_sensors*``): every ``results.csv``, ``mia.csv``, ``inversion.csv`` and
@@ -37,14 +37,14 @@ sys.path.insert(0, str(ROOT))
 DOC = ROOT / "docs" / "reproduction.md"
 FIG_DIR = ROOT / "docs" / "reproduction"
 DEFAULT_RUNS = Path("runs") / "reproduction"
-REAL_ENV = "FEDPRINT_REAL_DATA"
+REAL_ENV = "FEDPRINT_REAL_SAMPLES"
 FVC_SETS = ("fvc_300x300_b", "fvc2002_db1_b", "fvc2002_db3_b")
 MODEL = "models/pretrained/fedprint-synthetic.pt"
 REGION_MECHS = ("lap", "klap", "rklap", "dp-rklap")
 
 
 def real_root() -> Path:
-    """Folder of the real prints (``$FEDPRINT_REAL_DATA``, else ``../shared/data/real`` beside the checkout)."""
+    """Folder of the real prints (``$FEDPRINT_REAL_SAMPLES``, else ``../shared/data/real`` beside the checkout)."""
     given = os.environ.get(REAL_ENV, "").strip()
     return Path(given) if given else ROOT.parent / "shared" / "data" / "real"
 

@@ -60,7 +60,7 @@ def command(name: str) -> str:
     line = f"`python bench/reproduce_seeds.py --run {name}`"
     if name in rs.RUNS:
         args = shlex.join(["fedprint", *rs.RUNS[name], "--out", f"runs/reproduction/{name}"])
-        line += f" (= `{args.replace(str(rs.real_root()), '$FEDPRINT_REAL_DATA')}`)"
+        line += f" (= `{args.replace(str(rs.real_root()), '$FEDPRINT_REAL_SAMPLES')}`)"
     return line
 
 
@@ -136,7 +136,7 @@ def section_overview(runs: Path, affr: Sequence[Path]) -> str:
             "command in its row; `python bench/reproduce_seeds.py` then rewrites this document and its figures. "
             "Real prints: the three FVC B sets of `../shared/data/real` pooled (`fvc_300x300_b` = FVC2000 DB1_B, "
             "`fvc2002_db1_b`, `fvc2002_db3_b`: 9 + 10 + 10 = 29 fingers × 8 impressions), read from "
-            "`$FEDPRINT_REAL_DATA`. Wall times on a shared 2-core machine, niced, with other jobs running: the "
+            "`$FEDPRINT_REAL_SAMPLES`. Wall times on a shared 2-core machine, niced, with other jobs running: the "
             "load column is the 1-minute load average at start → end (2 = both cores busy; recorded from the "
             "runs after the first ones).\n\n"
             + table(["run", "rows", "wall time", "load", "command"], rows)

@@ -244,10 +244,13 @@ class FPDFSNSection:
     def __post_init__(self) -> None:
         if not 0.0 <= self.beta <= 1.0:
             raise ValueError(f"fpdfsn.beta: expected a number in [0, 1], got {self.beta}")
-        for name in ("d0", "radius", "sigma2"):
+        for name in ("d0", "radius"):
             v = getattr(self, name)
             if v is not None and not v > 0:
                 raise ValueError(f"fpdfsn.{name}: expected a number > 0 (or leave it out), got {v}")
+        # σ² = 0 is a point of the paper's noise sweep (Fig. 10: sharpen and subtract, no noise), as in FPDFSNParams.
+        if self.sigma2 is not None and not self.sigma2 >= 0:
+            raise ValueError(f"fpdfsn.sigma2: expected a number >= 0 (or leave it out), got {self.sigma2}")
         if self.border is not None and self.border < 0:
             raise ValueError(f"fpdfsn.border: expected an integer >= 0 (or leave it out), got {self.border}")
 

@@ -146,3 +146,11 @@ def test_pretrained_init_may_change_input_size_and_normalisation_not_resolution(
         bad.model.new_encoder(0)
     with pytest.raises(ValueError, match="model.normalization: expected one of"):
         parse_config({"model": {"normalization": "zscore"}})
+
+
+def test_fpdfsn_noise_variance_zero_is_the_sweeps_first_point():
+    """`fedprint sweep`'s default σ² list starts at 0 (Yan et al. Fig. 10); the config must accept it, not fail
+    after every β point has trained."""
+    assert parse_config({"fpdfsn": {"sigma2": 0.0}}).fpdfsn.sigma2 == 0.0
+    with pytest.raises(ValueError, match="fpdfsn.sigma2: expected a number >= 0"):
+        parse_config({"fpdfsn": {"sigma2": -1.0}})
