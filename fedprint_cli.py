@@ -134,7 +134,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
-                continue  # the subsystem is not part of this installation
+                # FedPrint's own package is missing: never hide the command (argparse would only say "invalid
+                # choice"); an editable install made before the package existed is the usual cause.
+                raise _MissingExtra(wanted or name, exc.name, own=True) from exc
             raise _MissingExtra(name, exc.name or "") from exc
         module.register(sub)
     _fill_descriptions(parser)
@@ -153,7 +155,12 @@ def _fill_descriptions(parser: argparse.ArgumentParser) -> None:
 
 
 class _MissingExtra(Exception):
-    def __init__(self, command: str, package: str) -> None:
+    def __init__(self, command: str, package: str, *, own: bool = False) -> None:
+        if own:
+            super().__init__(f"the {command!r} command lives in FedPrint's package {package!r}, which this "
+                             f"installation cannot import (installed before the package existed?): reinstall "
+                             f"FedPrint, e.g. pip install -e .")
+            return
         super().__init__(f"the {command!r} command needs the Python package {package!r}, which is not installed "
                          f"(install FedPrint with its extras: pip install 'fedprint[all]')")
 

@@ -64,3 +64,19 @@ def test_log_level_reaches_flower_and_nothing_prints_twice() -> None:
     text = out.stdout + out.stderr
     assert "debug-line" not in text and "info-line" not in text
     assert text.count("warn-line") == 1 and text.count("old-api") == 1 and text.count("own-line") == 1
+
+
+def test_a_command_whose_package_cannot_be_imported_is_named_not_hidden(monkeypatch, capsys) -> None:
+    # A stale editable install (made before lab/ existed) used to drop `simulate` silently: argparse then said
+    # only "invalid choice". The command must be named with the cure.
+    real_import = fedprint_cli.importlib.import_module
+
+    def fake_import(name: str, *args):
+        if name == "lab.cli":
+            raise ModuleNotFoundError("No module named 'lab'", name="lab")
+        return real_import(name, *args)
+
+    monkeypatch.setattr(fedprint_cli.importlib, "import_module", fake_import)
+    assert fedprint_cli.main(["simulate", "--help"]) == 2
+    err = capsys.readouterr().err
+    assert "'simulate'" in err and "'lab'" in err and "reinstall" in err
