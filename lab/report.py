@@ -227,6 +227,37 @@ def pair_pivot(rows: list[dict], key: str) -> str:
     return "\n".join(tables)
 
 
+def trained_real_sets(sources) -> list[str]:
+    """Real sets (folders under the real-set root) that an experiment's ``[[data.sources]]`` train on.
+
+    ``kind = "real"`` names its set; a ``kind = "dataset"`` whose root lies inside one of the real-set folders counts
+    too. Their rows in the "every real set" table include training fingers: not held-out figures.
+    """
+    from data.real_sets import real_set_dirs
+
+    try:
+        dirs = {d.resolve(): d.name for d, _layout in real_set_dirs()}
+    except OSError:
+        dirs = {}
+    names = {s.name for s in sources if s.kind == "real"}
+    for s in sources:
+        if s.kind == "dataset" and s.root:
+            root = Path(s.root).resolve()
+            names |= {name for d, name in dirs.items() if root == d or d in root.parents}
+    return sorted(names)
+
+
+def real_sample_heading(sources) -> str:
+    """Heading (and caveat) of the "EER on real fingerprints" section: honest about sets this run trained on."""
+    trained = trained_real_sets(sources)
+    if not trained:
+        return "## EER on real fingerprints (never used in training)\n"
+    return ("## EER on every real set (all pairs)\n\n"
+            f"**{', '.join(trained)}: this run trained on these sets' training fingers, so their rows (and the pooled "
+            "column) are not held-out figures** — the held-out ones are the test metrics and the common test set "
+            "above. The other sets were never used in training.\n")
+
+
 def real_sample_section(real: list[dict] | None) -> str:
     """Body of a report's "EER on real fingerprints" section from :func:`recognition.real_samples.real_sample_rows`."""
     if not real:
@@ -314,7 +345,7 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
         noise_swings(run_dir, methods),
         unseen_section(cfg, unseen or []),
         common_test_section(common or []),
-        "## EER on real fingerprints (never used in training)\n",
+        real_sample_heading(cfg.data.sources),
         real_sample_section(real),
         "## Failed or dropped clients\n",
         markdown_table(problems) if problems else "None: every client answered every round.\n",

@@ -25,7 +25,7 @@ from fedprint_config.provenance import provenance
 from fedprint_config.rundir import make_out_dir, markdown_table, report_provenance
 from lab.baselines import evaluate_clients, train_centralized, train_local
 from lab.model_export import export_model
-from lab.report import real_sample_section
+from lab.report import real_sample_heading, real_sample_section
 from models.metrics import plot_roc, write_roc_csv
 from models.preprocess import describe
 from recognition.real_samples import real_sample_rows
@@ -198,7 +198,7 @@ def _report(cfg, mode, clients, rows, avg, history, seconds, dp, real) -> str:
         + markdown_table(rows, ["model", *METRIC_COLUMNS, *(["eer_fpdfsn_probes"] if cfg.fpdfsn.enabled else [])])
         + f"\nAverage over clients: accuracy {avg['accuracy']:.4f}, EER {avg['eer']:.4f}, "
           f"ROC AUC {avg['roc_auc']:.4f}, FNMR@FMR1% {avg['fmr100']:.4f}\n\n"
-        "## EER on real fingerprints (never used in training)\n\n"
+        + real_sample_heading(cfg.data.sources) + "\n"
         + real_sample_section(real) + "\n"
         + "## Training loss\n\n"
         + markdown_table(history, loss_cols)

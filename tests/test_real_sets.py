@@ -86,3 +86,23 @@ def test_shipped_real_sets_are_found():
     assert {s: found.get(s) for s in SHIPPED_SETS} == {"fcj2020_dev": "generic", "fvc2002_db1_b": "fvc",
                                                         "fvc2002_db3_b": "fvc", "fvc_300x300_b": "fvc",
                                                         "pyfnprint_16x8": "generic"}
+
+
+def test_report_heading_names_the_real_sets_a_run_trained_on(monkeypatch, tmp_path):
+    # A real-sensor run scores every real set on all its pairs; the sets it trained on must not be headed
+    # "never used in training" (their training fingers are inside those pairs).
+    from fedprint_config.experiment import SourceSection
+    from lab.report import real_sample_heading, trained_real_sets
+
+    root = _tiny_root(tmp_path)
+    monkeypatch.setenv(REAL_ENV, str(root))
+    synth = SourceSection()
+    assert trained_real_sets([synth]) == []
+    assert "never used in training" in real_sample_heading([synth])
+    real = SourceSection(kind="real", name="sensor_gen")
+    by_path = SourceSection(kind="dataset", layout="fvc", root=str(root / "sensor_fvc"))
+    assert trained_real_sets([real, synth]) == ["sensor_gen"]
+    assert trained_real_sets([by_path]) == ["sensor_fvc"]
+    heading = real_sample_heading([real, by_path])
+    assert "never used in training" not in heading.splitlines()[0]
+    assert "sensor_fvc, sensor_gen" in heading and "not held-out" in heading
