@@ -4,7 +4,7 @@ Inputs, all produced by the ordinary commands (nothing here trains):
 
 * ``--seeds FOLDER``: ``fedprint simulate --config real_sensors --seeds 3`` (five institutions, one real sensor
   each, split by finger);
-* ``--sweep FOLDER`` (optional): ``fedprint sweep --config real_sensors --beta 0,0.3,0.5,0.7 --sigma2 ''`` — the
+* ``--sweep FOLDER`` (optional): ``fedprint sweep --config real_sensors --beta 0,0.3,0.5,0.7 --sigma2 0`` — the
   cost of FP-DFSN on real prints (centralized model per β, mean test EER over the institutions);
 * ``--audit FOLDER`` (optional): ``fedprint audit --run <one seed's run> --attacks mia`` — membership-inference
   AUC of the real-data run's models.
@@ -124,6 +124,16 @@ def paired_affr(values: dict, pairs: dict, *, a: str = "affr", b: str = "fedavg"
     return rows
 
 
+def _per_set_answer(rows: list[dict]) -> str:
+    """One sentence on the per-test-set AFFR − FedAvg verdicts: where the interval excludes 0, and where not."""
+    if not rows:
+        return ""
+    beyond = [f"{r['test set']}: {r['verdict']}" for r in rows if "beyond" in r["verdict"]]
+    unclear = [r["test set"].split(" (")[0] for r in rows if "beyond" not in r["verdict"]]
+    said = " Per test set (paired table above): " + ("; ".join(beyond) if beyond else "no difference beyond the noise")
+    return said + (f"; too few fingers (or seeds) to tell on {', '.join(unclear)}." if unclear else ".")
+
+
 def sweep_rows(folder: Path) -> list[dict]:
     """β points of a ``fedprint sweep`` run: mean test EER over institutions and its cost against β = 0."""
     import csv
@@ -135,11 +145,40 @@ def sweep_rows(folder: Path) -> list[dict]:
              "EER cost vs β = 0": float(r["eer"]) - base if math.isfinite(base) else None} for r in rows]
 
 
+def mia_comparison_rows(folder: Path) -> list[dict]:
+    """The audit's controlled comparison (no defence / FP-DFSN / DP-SGD models trained alike), from ``mia.csv``."""
+    import csv
+
+    path = folder / "mia.csv"
+    if not path.exists():
+        return []
+    with path.open() as f:
+        return [{k: (f"{float(r[k]):.3f}" if k == "AUC" else r[k])
+                 for k in ("condition", "attack", "AUC", "AUC 95% CI", "members", "non-members")}
+                for r in csv.DictReader(f)]
+
+
 def mia_rows(folder: Path) -> list[dict]:
     """AUC of every shadow-free membership attack on every model of the audited run (``mia.json``)."""
     data = json.loads((folder / "mia.json").read_text())
     return [{"model": r["model"], **{f"{a} AUC": v["auc"] for a, v in r["attacks"].items()}}
             for r in data.get("run_models") or []]
+
+
+def _command(folder: Path) -> str:
+    """The command that made a run folder (its ``provenance.json``), as a sentence, or ""."""
+    try:
+        return f" Command: `{json.loads((folder / 'provenance.json').read_text())['command']}`."
+    except (OSError, KeyError, ValueError):
+        return ""
+
+
+def _sweep_epochs(folder: Path) -> str:
+    """``[train] epochs`` of a sweep run (its ``config.json``), or "?"."""
+    try:
+        return str(json.loads((folder / "config.json").read_text())["train"]["epochs"])
+    except (OSError, KeyError, ValueError):
+        return "?"
 
 
 def plot(values: dict, pairs: dict, path: Path) -> Path:
@@ -194,18 +233,30 @@ def build(seeds: Path, sweep: Path | None, audit: Path | None, out: Path) -> Pat
              "Negative = AFFR better. \"Too few fingers to tell\" whenever the interval includes 0.\n",
              markdown_table(paired_affr(eer, pairs)) if paired_affr(eer, pairs) else "_(AFFR or FedAvg not run)_\n",
              "\n## Methods (average over institutions) and every method − FedAvg\n", markdown_table(table),
-             f"\n**Answer.** {verdict(paired, table)}\n"]
+             f"\n**Answer.** {verdict(paired, table)}{_per_set_answer(paired_affr(eer, pairs))}\n",
+             markdown_table(paired)]
     if st["real"]:
-        lines += ["Every global / shared model on all real sets (pooled row of each model, FVC protocol):\n",
+        lines += ["\nEvery global / shared model on all pairs of all real sets (pooled row of each model, FVC "
+                  "protocol). **These sets are the institutions' own: the pairs include their training fingers, so "
+                  "this is not a held-out figure** (the tables above are):\n",
                   markdown_table(st["real"])]
     if sweep is not None:
         lines += ["\n## Cost of FP-DFSN on real prints (β sweep)\n",
-                  f"From `{sweep}`: one centralized model per β, mean test EER over the institutions (one seed). "
-                  "FP-DFSN is a perturbation, not differential privacy.\n", markdown_table(sweep_rows(sweep))]
+                  f"From `{sweep}`: one centralized model per β, mean test EER over the institutions (one seed, "
+                  f"{_sweep_epochs(sweep)} epochs per model — the experiment's `[train] epochs`, far fewer than "
+                  "the centralized model above, hence its higher EER). One seed and no interval: a difference "
+                  "smaller than the seed-to-seed spread of the tables above is not a result. FP-DFSN is a "
+                  "perturbation, not differential privacy." + _command(sweep) + "\n", markdown_table(sweep_rows(sweep))]
     if audit is not None:
         lines += ["\n## Membership inference on the real-data run\n",
                   f"From `{audit}` (`fedprint audit --attacks mia`): AUC of the shadow-free attacks against each "
-                  "model of the run (0.5 = no leakage).\n", markdown_table(mia_rows(audit))]
+                  "model of the run (0.5 = no leakage)." + _command(audit) + "\n", markdown_table(mia_rows(audit))]
+        comparison = mia_comparison_rows(audit)
+        if comparison:
+            lines += ["\nControlled comparison (Yan et al. Table 6 in shape): models trained alike by the audit on "
+                      "the run's data without defence, with FP-DFSN and with DP-SGD; every attack incl. LiRA "
+                      "(online and offline coincide when the shadows' in/out statistics do; audit.md says why):\n",
+                      markdown_table(comparison)]
     png = plot(eer, pairs, out.with_suffix(".png"))
     lines.append(f"\n![test EER per institution and pooled, per method]({png.name})\n")
     md = out.with_suffix(".md")
