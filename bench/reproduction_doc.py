@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -519,21 +520,27 @@ def _fig_table41(runs: Path, fig_dir: Path) -> str | None:
 
 
 def affr_commands() -> str:
-    """The commands that make the AFFR section's run folders: one ``fedprint simulate`` per shipped
-    ``experiments/real_sensors*.toml`` (or the family's base name while none is shipped), then audit and sweep."""
-    shipped = sorted(p.stem for p in (rs.ROOT / "experiments").glob("real_sensors*.toml"))
-    names = shipped or ["real_sensors"]
-    lines = [f"fedprint simulate --config experiments/{n}.toml --out runs/{n}   # Tables 3-4 (hours on 2 cores)"
-             for n in names]
-    base = names[0]
-    lines += [f"fedprint audit --run runs/{base} --attacks mia,inversion --out runs/{base}-audit   # Tables 5-6",
-              f"fedprint sweep --config experiments/{base}.toml --out runs/{base}-sweep   # Figures 9-10",
-              "python bench/reproduce_seeds.py --affr runs/real_sensors*"]
-    note = ("" if shipped else "\n(No `experiments/real_sensors*.toml` is shipped yet; the names above are the "
-            "family's.) ")
-    return ("```\n" + "\n".join(lines) + "\n```\n" + note + "Table 7 (step size): the same experiment with "
-            "`steps = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]` under `[federation]`, as `experiments/step_ablation.toml` does; "
-            "its `affr-d<step>` rows appear in the accuracy table.\n")
+    """The commands that make the AFFR section's run folders (the real-sensor experiment family, 2 CPU cores)."""
+    lines = ["fedprint simulate --config real_sensors --seeds 3 --out runs/real_sensors-seeds   # Tables 3-4 (~19 min)",
+             "fedprint simulate --config real_sensors_steps --seeds 3 --out runs/real_sensors_steps   # Table 7 "
+             "(~20 min)",
+             "fedprint audit --run runs/real_sensors-seeds/seed-0 --attacks mia --quick --out runs/real_sensors-audit"
+             "   # Table 6",
+             "fedprint audit --run runs/real_sensors-seeds/seed-0 --attacks inversion --quick "
+             "--out runs/real_sensors-inversion   # Table 5",
+             "fedprint sweep --config real_sensors --beta 0,0.3,0.5,0.7 --sigma2 0 --out runs/real_sensors-sweep"
+             "   # Figure 9",
+             f"python bench/reproduce_seeds.py --run {rs.SWEEP}   # Figures 9-10 (β and σ²)",
+             "python bench/reproduce_seeds.py   # this document (reads runs/real_sensors*)"]
+    return "```\n" + "\n".join(lines) + "\n```\n"
+
+
+def _provenance_command(folder: Path) -> str:
+    """The command recorded in a run folder's ``provenance.json``, or "" when it has none."""
+    try:
+        return str(json.loads((Path(folder) / "provenance.json").read_text())["command"])
+    except (OSError, KeyError, ValueError):
+        return ""
 
 
 def max_psnr(n_pixels: int) -> float:
@@ -560,6 +567,11 @@ def section_003(affr: Sequence[Path], fig_dir: Path) -> str:
         out.append(f"*{NOT_YET}*: the real-sensor experiment family (`real_sensors*`, one client per sensor) is "
                    "being built; once its runs exist, these commands fill this section:\n\n" + affr_commands())
         return "\n".join(out)
+    made = [f"- `{d}`: `{_provenance_command(d) or 'no provenance.json'}`" for d in affr]
+    out.append("Run folders read, each with the command that made it (from its `provenance.json`):\n\n"
+               + "\n".join(made) + "\n\nOur protocol: five institutions, one real sensor each, split by finger "
+               "(open set), from the shipped synthetic-only model, EER on held-out fingers. Intervals over seeds, "
+               "AFFR − FedAvg paired by seed and the verdict: [real_sensors_study.md](real_sensors_study.md).\n")
     titles = {"results.csv": "Accuracy / EER per client and method (Tables 3, 4, 7 in shape)",
               "mia.csv": "Membership inference with / without FP-DFSN (Table 6 in shape)",
               "inversion.csv": "Reconstruction vs the raw images (Table 5 in shape)",
@@ -574,6 +586,9 @@ def section_003(affr: Sequence[Path], fig_dir: Path) -> str:
         if not paths:
             out.append(f"### {titles[kind]}\n\n*{NOT_YET}* (no `{kind}` under {', '.join(map(str, affr))}).\n")
             continue
+        if kind == "results.csv":
+            out.append(_accuracy_tables(affr, titles[kind]))
+            continue
         for i, path in enumerate(paths):
             rows = read_csv(path)
             cols = [c for c in keep[kind] if rows and c in rows[0]] or list(rows[0]) if rows else []
@@ -584,6 +599,32 @@ def section_003(affr: Sequence[Path], fig_dir: Path) -> str:
                 out.append(f"\n![accuracy vs β and σ²]({fig})\n")
     if not all(found.values()):
         out.append("Commands for the missing parts:\n\n" + affr_commands())
+    return "\n".join(out)
+
+
+def _accuracy_tables(affr: Sequence[Path], title: str) -> str:
+    """One table per run folder: accuracy / EER per client and method, mean over the folder's ``results.csv``
+    files (one per seed), the seeds counted; intervals and paired differences live in the study documents."""
+    out = []
+    for folder in affr:
+        paths = sorted(Path(folder).rglob("results.csv"))
+        if not paths:
+            continue
+        cells: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for path in paths:
+            for r in read_csv(path):
+                cells.setdefault((str(r["method"]), str(r["client"])), []).append((r["accuracy"], r["eer"]))
+        methods = list(dict.fromkeys(m for m, _ in cells))
+        clients = list(dict.fromkeys(c for _, c in cells))
+        rows = []
+        for m in methods:
+            vals = [np.mean(cells[(m, c)], axis=0) if (m, c) in cells else (math.nan, math.nan) for c in clients]
+            rows.append([m, str(max(len(cells.get((m, c), [])) for c in clients)),
+                         *[f"{num(a, 3)} / {num(e, 3)}" for a, e in vals],
+                         *[num(float(np.nanmean([v[i] for v in vals])), 3) for i in (0, 1)]])
+        out.append(f"### {title} — `{folder}`\n\nAccuracy / EER on each institution's held-out fingers, mean over "
+                   f"{len(paths)} run(s) (seeds); open-set pairs, so accuracy is at the validation threshold.\n\n"
+                   + table(["method", "seeds", *clients, "mean accuracy", "mean EER"], rows))
     return "\n".join(out)
 
 

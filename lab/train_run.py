@@ -10,8 +10,10 @@ privacy accounting (ε at δ, σ, C, sampling rate, steps) and the group-privacy
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,12 +40,14 @@ METRIC_COLUMNS = ["client", "domain", "accuracy", "precision", "recall", "f1", "
 
 
 def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, seed: int,
-                         progress: bool = True) -> list[dict]:
+                         progress: bool = True, others: Mapping[str, Any] | None = None) -> list[dict]:
     """EER / ROC AUC of the trained verifier and of an independent classical matcher (afis Gabor minutiae +
     Bozorth3, :mod:`data.realism`) on the SAME random subset of each client's test pairs (``n_per_class``
     genuine + ``n_per_class`` impostor pairs; the classical matcher is too slow for all of them).
 
     The classical matcher sees the raw records; the verifier sees its own inputs (FP-DFSN images if enabled).
+    ``others`` (name -> encoder): further verifiers scored on the same subset (``<name>_eer`` columns), so the
+    slow classical scores are computed once.
     """
     from data.realism import afis_templates, matcher_scores
     from models.metrics import eer, roc_auc
@@ -64,7 +68,9 @@ def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, se
         rows.append({"client": c.name, "pairs": len(sub), "genuine": int(sub.n_genuine),
                      "deep_eer": eer(deep_d, sub.label), "deep_roc_auc": roc_auc(deep_d, sub.label),
                      "classical_eer": eer(scores, sub.label, higher_is_genuine=True),
-                     "classical_roc_auc": roc_auc(scores, sub.label, higher_is_genuine=True)})
+                     "classical_roc_auc": roc_auc(scores, sub.label, higher_is_genuine=True),
+                     **{f"{name}_eer": eer(evaluate_on_pairs(other, c, sub)[1], sub.label)
+                        for name, other in (others or {}).items()}})
     return rows
 
 

@@ -71,7 +71,12 @@ def test_affr_section_reads_run_folders(fake_runs, tmp_path):
     (affr / "audit").mkdir()
     (affr / "audit" / "mia.csv").write_text("condition,attack,AUC,members\nwith FP-DFSN,loss,0.5612,40\n")
     text = render(fake_runs, [affr], tmp_path / "doc.md").read_text()
-    assert "| affr | fvc2002_db1_b | 0.9123 | 0.081 |" in text and "extra" not in text.split("## 003")[1]
+    assert "| affr | 1 | 0.912 / 0.081 | 0.912 | 0.081 |" in text and "extra" not in text.split("## 003")[1]
+    # a second seed of the same run folder is averaged, and counted
+    (affr / "seed-1").mkdir()
+    (affr / "seed-1" / "results.csv").write_text("method,client,accuracy,eer\naffr,fvc2002_db1_b,0.8123,0.121\n")
+    text = render(fake_runs, [affr], tmp_path / "doc.md").read_text()
+    assert "| affr | 2 | 0.862 / 0.101 | 0.862 | 0.101 |" in text
     assert "| with FP-DFSN | loss | 0.5612 | 40 |" in text
     assert f"*{NOT_YET}* (no `sweep.csv`" in text and "fedprint sweep --config" in text
     assert not (tmp_path / "reproduction" / "003_sweep_0.png").exists()

@@ -66,10 +66,13 @@ def test_classical_comparison_uses_the_same_pairs(toy_records):
     from models.siamese import new_encoder
 
     data = build_client_data(toy_records, name="c", spec=InputSpec(size=32), seed=0, progress=False)
-    (row,) = classical_comparison(new_encoder("compact", 8, 0), [data], n_per_class=3, seed=0, progress=False)
+    net, other = new_encoder("compact", 8, 0), new_encoder("compact", 8, 1)
+    (row,) = classical_comparison(net, [data], n_per_class=3, seed=0, progress=False,
+                                  others={"same": net, "other": other})
     assert row["pairs"] == 6 and row["genuine"] == 3
-    for key in ("deep_eer", "classical_eer", "deep_roc_auc", "classical_roc_auc"):
+    for key in ("deep_eer", "classical_eer", "deep_roc_auc", "classical_roc_auc", "other_eer"):
         assert 0.0 <= row[key] <= 1.0
+    assert row["same_eer"] == row["deep_eer"]  # the other verifiers are scored on the very same pairs
 
 
 def test_fpdfsn_sweep_writes_table_and_plot(dataset_config, tmp_path):
