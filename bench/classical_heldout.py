@@ -8,7 +8,8 @@ matcher (afis Gabor minutiae + Bozorth3) and by every model of the run, on the s
     nice -n 10 .venv/bin/python bench/classical_heldout.py runs/real_sensors-seeds/seed-* --out runs/classical_heldout
 
 Writes ``classical_heldout.csv`` / ``.md`` to ``--out`` and prints the table: EER per institution and seed, then
-the mean over seeds, with the pair counts behind each number.
+the mean over seeds, with the pair counts behind each number. Columns ``<model> + classical``: the label-free
+rank fusion of the two scores (:func:`models.metrics.rank_fusion`), beside the pure deep score, never instead.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def run_seed(run: Path, n_pairs: int, progress: bool) -> list[dict]:
                                 others={m: nets[m] for m in rest})
     return [{"seed": cfg.run.seed, "institution": r["client"], "genuine": r["genuine"],
              "impostor": r["pairs"] - r["genuine"], "classical": r["classical_eer"], first: r["deep_eer"],
-             **{m: r[f"{m}_eer"] for m in rest}} for r in rows]
+             **{m: r[f"{m}_eer"] for m in rest}, f"{first} + classical": r["fused_eer"],
+             **{f"{m} + classical": r[f"{m}_fused_eer"] for m in rest}} for r in rows]
 
 
 def summary(rows: list[dict]) -> list[dict]:
@@ -57,7 +59,7 @@ def summary(rows: list[dict]) -> list[dict]:
     for inst in dict.fromkeys(r["institution"] for r in rows):
         sub = [r for r in rows if r["institution"] == inst]
         mean = {m: float(np.mean([r[m] for r in sub])) for m in models}
-        deep = {m: v for m, v in mean.items() if m != "classical"}
+        deep = {m: v for m, v in mean.items() if m != "classical" and "+" not in m}
         best = min(deep, key=deep.get)
         out.append({"institution": inst, "seeds": len(sub), "genuine / impostor pairs":
                     f"{sum(r['genuine'] for r in sub)} / {sum(r['impostor'] for r in sub)}",
@@ -81,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     write_csv(args.out / "classical_heldout.csv", rows)
     text = ("# Classical matcher vs the real-sensor models on the same held-out pairs\n\nEER per institution, mean "
             f"over {len(args.runs)} seed(s) (runs: {', '.join(map(str, args.runs))}); classical = afis Gabor minutiae "
-            "+ Bozorth3; every model scored on the same pairs.\n\n" + markdown_table(summary(rows))
+            "+ Bozorth3; every model scored on the same pairs; `<model> + classical` = label-free rank fusion of the "
+            "two scores, reported beside the pure deep score.\n\n" + markdown_table(summary(rows))
             + "\n## Per seed\n\n" + markdown_table(rows))
     write_text(args.out / "classical_heldout.md", text)
     print(text)

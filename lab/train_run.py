@@ -47,10 +47,11 @@ def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, se
 
     The classical matcher sees the raw records; the verifier sees its own inputs (FP-DFSN images if enabled).
     ``others`` (name -> encoder): further verifiers scored on the same subset (``<name>_eer`` columns), so the
-    slow classical scores are computed once.
+    slow classical scores are computed once. ``*fused_eer``: deep and classical scores fused by
+    :func:`models.metrics.rank_fusion` (label-free), reported beside the pure deep score, never instead of it.
     """
     from data.realism import afis_templates, matcher_scores
-    from models.metrics import eer, roc_auc
+    from models.metrics import eer, rank_fusion, roc_auc
 
     rows = []
     rng = np.random.default_rng(seed)
@@ -69,8 +70,11 @@ def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, se
                      "deep_eer": eer(deep_d, sub.label), "deep_roc_auc": roc_auc(deep_d, sub.label),
                      "classical_eer": eer(scores, sub.label, higher_is_genuine=True),
                      "classical_roc_auc": roc_auc(scores, sub.label, higher_is_genuine=True),
-                     **{f"{name}_eer": eer(evaluate_on_pairs(other, c, sub)[1], sub.label)
-                        for name, other in (others or {}).items()}})
+                     "fused_eer": eer(rank_fusion(-deep_d, scores), sub.label, higher_is_genuine=True)})
+        for name, other in (others or {}).items():
+            other_d = evaluate_on_pairs(other, c, sub)[1]
+            rows[-1] |= {f"{name}_eer": eer(other_d, sub.label),
+                         f"{name}_fused_eer": eer(rank_fusion(-other_d, scores), sub.label, higher_is_genuine=True)}
     return rows
 
 
@@ -145,9 +149,10 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
     if comparison:
         report += ("\n## Deep verifier vs an independent classical matcher (same test pairs)\n\n"
                    "afis Gabor minutiae + Bozorth3 on a random subset of each client's test pairs; lower EER is "
-                   "better.\n\n" + markdown_table(comparison, ["model", "client", "pairs", "genuine", "deep_eer",
-                                                                "classical_eer", "deep_roc_auc",
-                                                                "classical_roc_auc"]))
+                   "better. fused_eer: label-free rank fusion of the two scores, beside the pure deep score (never "
+                   "instead of it).\n\n"
+                   + markdown_table(comparison, ["model", "client", "pairs", "genuine", "deep_eer", "classical_eer",
+                                                 "fused_eer", "deep_roc_auc", "classical_roc_auc"]))
     write_text(run_dir / "report.md", report + "\n" + report_provenance(run_dir))
     return run_dir
 

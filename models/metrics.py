@@ -136,6 +136,34 @@ def fnmr_at_fmr(scores, labels, fmr: float = 0.01, higher_is_genuine: bool = Fal
     return float(roc.fnmr[ok].min())
 
 
+def rank_fusion(*similarities) -> np.ndarray:
+    """Unsupervised score-level fusion: the mean of each matcher's empirical CDF over the scored pairs.
+
+    Parameters
+    ----------
+    *similarities : arrays of shape (n,)
+        One similarity per matcher and pair (higher = more alike; pass ``-distance`` for a distance).
+
+    Returns
+    -------
+    (n,) fused similarity in (0, 1]. It uses the score distribution of the pairs being fused but never their
+    labels, so no matcher is tuned on the test's ground truth; ties get their average rank.
+    """
+    cols = [np.asarray(s, dtype=np.float64) for s in similarities]
+    if not cols or any(c.shape != cols[0].shape or c.ndim != 1 for c in cols):
+        raise ValueError("rank_fusion: expected one or more 1-D score arrays of the same length")
+    n = len(cols[0])
+    ranks = []
+    for c in cols:
+        order = np.argsort(c, kind="stable")
+        r = np.empty(n)
+        r[order] = np.arange(1, n + 1)
+        _, inv, counts = np.unique(c, return_inverse=True, return_counts=True)
+        r = np.bincount(inv, weights=r)[inv] / counts[inv]  # average rank of ties
+        ranks.append(r / n)
+    return np.mean(ranks, axis=0)
+
+
 def choose_threshold(
     val_scores, val_labels, criterion: str = "accuracy", higher_is_genuine: bool = False
 ) -> float:

@@ -150,3 +150,20 @@ def test_plot_roc(tmp_path):
     assert p.stat().st_size > 10_000 and p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="at least one"):
         plot_roc(tmp_path / "x.png", {})
+
+
+def test_rank_fusion_averages_ranks_and_never_sees_labels():
+    from models.metrics import rank_fusion
+
+    a = np.array([0.1, 0.9, 0.5, 0.5])
+    b = np.array([3.0, 1.0, 2.0, 4.0])
+    fused = rank_fusion(a, b)
+    # ranks of a: 1, 4, 2.5, 2.5; of b: 3, 1, 2, 4 -> mean / n
+    np.testing.assert_allclose(fused, np.array([2.0, 2.5, 2.25, 3.25]) / 4)
+    assert np.array_equal(rank_fusion(a), np.array([1, 4, 2.5, 2.5]) / 4)
+    # a perfect matcher fused with a useless one still ranks every genuine pair above every impostor
+    y = np.array([1, 1, 0, 0])
+    assert eer(rank_fusion(np.array([0.9, 0.8, 0.2, 0.1]), np.array([0.5, 0.5, 0.5, 0.5])), y,
+               higher_is_genuine=True) == 0.0
+    with pytest.raises(ValueError, match="same length"):
+        rank_fusion(a, b[:3])

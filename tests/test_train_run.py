@@ -70,7 +70,8 @@ def test_classical_comparison_uses_the_same_pairs(toy_records):
     (row,) = classical_comparison(net, [data], n_per_class=3, seed=0, progress=False,
                                   others={"same": net, "other": other})
     assert row["pairs"] == 6 and row["genuine"] == 3
-    for key in ("deep_eer", "classical_eer", "deep_roc_auc", "classical_roc_auc", "other_eer"):
+    for key in ("deep_eer", "classical_eer", "deep_roc_auc", "classical_roc_auc", "other_eer", "fused_eer",
+                "other_fused_eer"):
         assert 0.0 <= row[key] <= 1.0
     assert row["same_eer"] == row["deep_eer"]  # the other verifiers are scored on the very same pairs
 
