@@ -1,0 +1,105 @@
+"""Test-time rotation search on real prints (issue 22 lever "multi-crop or test-time augmentation"): does it pay?
+
+Three scorings of the same pairs with the same model, nothing trained:
+
+* ``plain``: one embedding per image (what ``fedprint evaluate`` does);
+* ``mean``: the normalised mean of the embeddings of the image rotated by every angle of ``--angles``;
+* ``min``: the smallest distance between the first image and any rotation of the second (alignment by search).
+
+    nice -n 10 .venv/bin/python bench/study_tta.py --model M [--model M2@fcj2020_dev] --out runs/tta [--sets a,b]
+
+Pairs: every pair of each real set (``--protocol all``), with their counts. A model trained on a set's fingers
+(e.g. FCJ2020 for a fine-tuned model) is scored on that set anyway: name such sets after the model file
+(``PATH@SET[,SET]``) and its rows are marked "(trained on)". Writes ``tta.csv`` / ``tta.md`` to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from data.atomic_io import write_csv, write_text  # noqa: E402
+from data.datasets import load_dataset  # noqa: E402
+from fedprint_config.rundir import markdown_table  # noqa: E402
+from models.metrics import eer, fnmr_at_fmr  # noqa: E402
+from models.model_file import load_model  # noqa: E402
+from recognition.matching import embed_images, protocol_pairs  # noqa: E402
+
+SETS = ("fcj2020_dev", "fvc_300x300_b", "fvc2002_db1_b", "fvc2002_db3_b", "pyfnprint_16x8")
+
+
+def rotate(image: np.ndarray, degrees: float) -> np.ndarray:
+    """The image rotated about its centre, uncovered corners filled with the border's median grey."""
+    if degrees == 0:
+        return image
+    h, w = image.shape
+    m = cv2.getRotationMatrix2D((w / 2.0, h / 2.0), degrees, 1.0)
+    fill = int(np.median(np.concatenate([image[0], image[-1], image[:, 0], image[:, -1]])))
+    return cv2.warpAffine(image, m, (w, h), flags=cv2.INTER_LINEAR, borderValue=fill)
+
+
+def scored(model, records, angles: list[float]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Distances of every pair under each scoring, and the labels."""
+    pairs = protocol_pairs(records, "all")
+    dpis = [r.dpi for r in records]
+    emb = np.stack([embed_images(model, [rotate(r.image, a) for r in records], dpis) for a in angles])  # (A,N,d)
+    plain = emb[angles.index(0.0)]
+    mean = emb.mean(axis=0)
+    mean /= np.linalg.norm(mean, axis=1, keepdims=True)
+    d_plain = np.linalg.norm(plain[pairs.a] - plain[pairs.b], axis=1)
+    d_mean = np.linalg.norm(mean[pairs.a] - mean[pairs.b], axis=1)
+    d_min = np.linalg.norm(plain[pairs.a][None] - emb[:, pairs.b], axis=2).min(axis=0)
+    return {"plain": (d_plain, pairs.label), "mean": (d_mean, pairs.label), "min": (d_min, pairs.label)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", action="append", required=True,
+                    help="model file, optionally PATH@SET[,SET] naming the real sets it trained on (repeatable)")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--angles", default="-15,-7.5,0,7.5,15", help="rotations in degrees; must include 0")
+    ap.add_argument("--real", type=Path, default=Path(os.environ.get("FEDPRINT_REAL_SAMPLES",
+                                                                       ROOT.parent / "shared" / "data" / "real")))
+    args = ap.parse_args(argv)
+    angles = [float(a) for a in args.angles.split(",")]
+    if 0.0 not in angles:
+        ap.error(f"--angles: expected a list that includes 0, got {args.angles!r}")
+    rows = []
+    for spec in args.model:
+        path, _, trained = spec.partition("@")
+        seen = set(filter(None, trained.split(",")))
+        model = load_model(path)
+        for name in args.sets.split(","):
+            if not (args.real / name).is_dir():
+                ap.error(f"--sets: no folder {args.real / name}")
+            records = load_dataset("auto", args.real / name)
+            t0 = time.perf_counter()
+            res = scored(model, records, angles)
+            for how, (d, y) in res.items():
+                rows.append({"model": Path(path).name, "set": name + (" (trained on)" if name in seen else ""),
+                             "scoring": how, "EER": eer(d, y), "FNMR@FMR1%": fnmr_at_fmr(d, y, 0.01),
+                             "genuine": int(y.sum()), "impostor": int((y == 0).sum()),
+                             "seconds": time.perf_counter() - t0})
+            print(" | ".join(f"{r['set']} {r['scoring']} {r['EER']:.4f}" for r in rows[-3:]), flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(args.out / "tta.csv", rows)
+    text = (f"# Test-time rotation search on real prints\n\nAngles {angles} degrees; every pair of each set. "
+            "plain = one embedding; mean = mean embedding over the rotations; min = smallest distance over the "
+            "rotations of the second image.\n\n" + markdown_table(rows))
+    write_text(args.out / "tta.md", text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
