@@ -59,7 +59,7 @@ def _eval(mechs: str, variants: str, eps: str, *extra: str, unit: str = "absolut
 RUNS: dict[str, list[str]] = {
     "000-paper-eps": _eval(",".join(REGION_MECHS), "paper,sound", "1,2,3,4,5", "--model", MODEL, unit="mn/256"),
     "000-sound-eps": _eval(",".join(REGION_MECHS), "sound", "0.5,1,2,4,8,16", "--model", MODEL),
-    "000-classical": _eval("lap,dp-rklap", "paper", "1,5", "--model", MODEL, "--classical", "--n-images", "8",
+    "000-classical": _eval("lap,dp-rklap", "paper", "1,5", "--model", MODEL, "--classical", "--n-images", "24",
                            "--seed", "0", unit="mn/256"),
     "001-fourier": _eval("fip,emk,bemk", "paper,sound", "0.1,0.5,0.9,1.4", "--model", MODEL),
     "004-swp": _eval("swp,sort-swp", "paper,sound", "1,2,3,4,5", "--model", MODEL, "--n-images", "6", "--seed",

@@ -229,3 +229,25 @@ def test_dp_rklap_epsilon_order_checked(small_case):
         publish_dp_rklap(image, minutiae, 1.0, np.random.default_rng(0), epsilon_order=1.0)
     pub = publish_dp_rklap(image, minutiae, 1.0, np.random.default_rng(0), epsilon_order=0.25)
     assert pub.spent_epsilon == pytest.approx(1.0) and "charged anyway" in pub.guarantee.composition
+
+
+@pytest.mark.parametrize("variant", ["paper", "sound"])
+def test_dp_rklap_drops_a_band_without_pixels(variant):
+    """Five collinear minutiae on y = 0.5 x + 0.3: the exact fit leaves a band of half-width ~0 that holds no pixel
+    centre. That region protects nothing; it must not divide by Q_j = 0 (NaN noise scale / guarantee) and its
+    minutiae are reported as outside every region."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    img = (rng.random((160, 160)) * 255).astype(np.uint8)
+    line = np.array([[x, 0.5 * x + 0.3, 0.0, 1.0] for x in (20, 22, 24, 26, 28)])
+    blob = np.column_stack([rng.uniform(100, 130, 6), rng.uniform(100, 130, 6), np.zeros(6), np.ones(6)])
+    m = np.vstack([line, blob])
+    assert sorted(r.n_pixels for r in rklap_regions(m[:, :2], img.shape, n_clusters=2))[0] == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no divide-by-zero / invalid value on the way
+        pub = publish_dp_rklap(img, m, 1000.0, rng, variant=variant, n_clusters=2)
+    assert pub.details["minutiae_outside_clusters"] == 5
+    assert [r["n_pixels"] for r in pub.details["regions"]] == [555]
+    assert all(np.isfinite(r["noise_scale"]) for r in pub.details["regions"])
+    assert "band holds no pixel" in pub.guarantee.caveats
