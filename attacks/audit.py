@@ -373,6 +373,10 @@ def run_audit(run_dir: str | Path, *, attacks: Sequence[str] = ("mia",), out: st
     run_dir = Path(run_dir).resolve()
     info = load_run(run_dir)
     check_attacks_apply(run_dir, attacks)
+    if {"imprint", "inversion"} & set(attacks):  # before any work or audit folder
+        from attacks.recon_metrics import check_invertible
+
+        check_invertible(info.cfg.model.normalization)
     before = hash_tree(run_dir)
     settings = settings or (QUICK if quick else AuditSettings())
     if out is not None:

@@ -22,7 +22,7 @@ import cv2
 import numpy as np
 import torch
 
-from models.preprocess import NORMALIZATIONS
+from attacks.recon_metrics import check_invertible
 from privacy.fpdfsn import FPDFSNParams, invert_fpdfsn, neighbourhood_mask, sharpen, to_uint8
 
 
@@ -52,8 +52,7 @@ def invert_network_input(x: torch.Tensor | np.ndarray, beta: float, normalizatio
     """
     from attacks.recon_metrics import network_to_gray, znorm
 
-    if normalization not in NORMALIZATIONS:
-        raise ValueError(f"normalization: expected one of {NORMALIZATIONS}, got {normalization!r}")
+    check_invertible(normalization)
     if normalization == "unit_range":
         return beta_aware_inversion(network_to_gray(x, "unit_range"), beta)
     if not 0.0 <= beta < 1.0:

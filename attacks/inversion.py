@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from attacks.recon_metrics import check_invertible
 from models.loss import contrastive_loss
-from models.preprocess import NORMALIZATIONS
 
 _STD_FLOOR = 1e-6
 
@@ -60,8 +60,7 @@ def normalise_like_client(u: torch.Tensor, normalization: str) -> torch.Tensor:
     """Differentiable version of the client's input normalisation applied to gray images u in [0, 1]."""
     if normalization == "unit_range":
         return 2.0 * u - 1.0
-    if normalization != "standardize":
-        raise ValueError(f"normalization: expected one of {NORMALIZATIONS}, got {normalization!r}")
+    check_invertible(normalization)
     mean = u.mean(dim=(1, 2, 3), keepdim=True)
     std = u.std(dim=(1, 2, 3), keepdim=True, unbiased=False)
     return (u - mean) / std.clamp_min(_STD_FLOOR / 255.0)
@@ -132,8 +131,7 @@ def _check_common(n_pairs: int, input_shape, normalization: str) -> tuple[int, i
         raise ValueError(f"n_pairs: expected an integer >= 1, got {n_pairs!r}")
     if len(tuple(input_shape)) != 3 or min(input_shape) < 1:
         raise ValueError(f"input_shape: expected (C, H, W), got {input_shape!r}")
-    if normalization not in NORMALIZATIONS:
-        raise ValueError(f"normalization: expected one of {NORMALIZATIONS}, got {normalization!r}")
+    check_invertible(normalization)
     return tuple(int(v) for v in input_shape)
 
 

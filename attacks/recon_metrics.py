@@ -116,6 +116,22 @@ def znorm(x) -> np.ndarray:
     return (x - x.mean()) / s if s > _STD_FLOOR else np.zeros_like(x)
 
 
+#: Input normalisations the inversion attacks model differentiably (and can map back to gray levels).
+INVERTIBLE_NORMALIZATIONS = ("standardize", "unit_range")
+
+
+def check_invertible(normalization: str) -> None:
+    """Refuse a normalisation the gradient-inversion attacks do not model, saying which ones they do."""
+    if normalization in INVERTIBLE_NORMALIZATIONS:
+        return
+    if normalization in NORMALIZATIONS:
+        raise ValueError(f"[model] normalization = {normalization!r}: the gradient-inversion attacks model the "
+                         f"client's input normalisation only for {' and '.join(map(repr, INVERTIBLE_NORMALIZATIONS))}"
+                         " (the ridge band-pass and local-RMS division are not modelled); audit a run trained with "
+                         "one of those, or leave inversion / imprint out of --attacks")
+    raise ValueError(f"normalization: expected one of {INVERTIBLE_NORMALIZATIONS}, got {normalization!r}")
+
+
 def network_to_gray(x, normalization: str, reference=None) -> np.ndarray:
     """Map one network input back to gray levels (float64, not clipped or rounded).
 
@@ -129,8 +145,7 @@ def network_to_gray(x, normalization: str, reference=None) -> np.ndarray:
         Gray image whose mean and standard deviation replace the ones standardisation discarded (the oracle
         affine of the module docstring). Required for ``"standardize"``, ignored for ``"unit_range"``.
     """
-    if normalization not in NORMALIZATIONS:
-        raise ValueError(f"normalization: expected one of {NORMALIZATIONS}, got {normalization!r}")
+    check_invertible(normalization)
     x = _as_float_image(x, "x")
     if normalization == "unit_range":
         return (x + 1.0) * 127.5

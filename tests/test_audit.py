@@ -212,3 +212,24 @@ def test_client_dp_canary_audit_of_a_dp_run(tiny_run, tmp_path):
     assert "one-run canary audit" in text and "| affr |" in text and "VIOLATION" not in text
     row = json.loads((out / "parts" / "client-dp_canaries.json").read_text())["rows"][0]
     assert row["verdict"] == "ok" and row["ε_lb (1 release)"] <= row["claimed ε (1 release)"]
+
+
+def test_inversion_on_a_ridge_normalised_run_is_refused_before_any_work(tiny_run, tmp_path):
+    """The inversion attacks model 'standardize' and 'unit_range' inputs only: a run trained on ridge-normalised
+    inputs is refused up front with the reason, and no audit folder is made."""
+    import json
+    import shutil
+
+    from attacks.recon_metrics import check_invertible
+
+    check_invertible("standardize")
+    check_invertible("unit_range")
+    run = tmp_path / "ridge_run"
+    shutil.copytree(tiny_run, run)
+    cfg = json.loads((run / "config.json").read_text())
+    model = cfg.get("experiment", cfg)["model"]
+    model["normalization"] = "ridge"
+    (run / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="normalization = 'ridge'.*only for 'standardize' and 'unit_range'"):
+        audit.run_audit(run, attacks=["inversion"], out=tmp_path / "aud", quick=True)
+    assert not (tmp_path / "aud").exists()
