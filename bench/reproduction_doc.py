@@ -526,8 +526,9 @@ def affr_commands() -> str:
              "(~20 min)",
              "fedprint audit --run runs/real_sensors-seeds/seed-0 --attacks mia --quick --out runs/real_sensors-audit"
              "   # Table 6",
-             "fedprint audit --run runs/real_sensors-seeds/seed-0 --attacks inversion --quick "
-             "--out runs/real_sensors-inversion   # Table 5",
+             "fedprint simulate --config real_sensors_table5 --out runs/real_sensors-table5   # standardised inputs",
+             "fedprint audit --run runs/real_sensors-table5 --attacks inversion --quick "
+             "--out runs/real_sensors-inversion   # Table 5 (the attacks do not model ridge normalisation)",
              "fedprint sweep --config real_sensors --beta 0,0.3,0.5,0.7 --sigma2 0 --out runs/real_sensors-sweep"
              "   # Figure 9",
              f"python bench/reproduce_seeds.py --run {rs.SWEEP}   # Figures 9-10 (β and σ²)",
