@@ -62,7 +62,7 @@ def summary(rows: list[dict]) -> list[dict]:
         deep = {m: v for m, v in mean.items() if m != "classical" and "+" not in m}
         best = min(deep, key=deep.get)
         out.append({"institution": inst, "seeds": len(sub), "genuine / impostor pairs":
-                    f"{sum(r['genuine'] for r in sub)} / {sum(r['impostor'] for r in sub)}",
+                    f"{int(sum(r['genuine'] for r in sub))} / {int(sum(r['impostor'] for r in sub))}",
                     **{m: f"{v:.3f}" for m, v in mean.items()},
                     "best deep − classical": f"{deep[best] - mean['classical']:+.3f} ({best})"})
     return out

@@ -7,7 +7,9 @@ Inputs, all produced by the ordinary commands (nothing here trains):
 * ``--sweep FOLDER`` (optional): ``fedprint sweep --config real_sensors --beta 0,0.3,0.5,0.7 --sigma2 0`` — the
   cost of FP-DFSN on real prints (centralized model per β, mean test EER over the institutions);
 * ``--audit FOLDER`` (optional): ``fedprint audit --run <one seed's run> --attacks mia`` — membership-inference
-  AUC of the real-data run's models.
+  AUC of the real-data run's models;
+* ``--classical FOLDER`` (optional): ``bench/classical_heldout.py`` on the seed folders — the classical matcher
+  and every model on the same held-out pairs, and their label-free score fusion.
 
 Written: per-institution and pooled test EER / FNMR at FMR 1 % of local, centralized, FedAvg, FedProx and AFFR as
 mean over seeds [95 % Student-t interval] (:func:`lab.multi_seed.ci95`), each column headed by the genuine /
@@ -18,7 +20,7 @@ fingers to tell" whenever the interval includes 0 — and no verdict at all wher
 ``common_test`` (:mod:`lab.common_test`); local's pooled row pools each institution's own model.
 
     .venv/bin/python bench/study_real_sensors.py --seeds runs/real_sensors-seeds-... [--sweep ...] [--audit ...] \\
-        [--out docs/real_sensors_study]
+        [--classical ...] [--out docs/real_sensors_study]
 """
 
 from __future__ import annotations
@@ -208,7 +210,31 @@ def plot(values: dict, pairs: dict, path: Path) -> Path:
     return path
 
 
-def build(seeds: Path, sweep: Path | None, audit: Path | None, out: Path) -> Path:
+def classical_rows(folder: Path) -> list[dict]:
+    """Mean-over-seeds table of ``bench/classical_heldout.py`` (``classical_heldout.csv``)."""
+    import csv
+
+    from bench.classical_heldout import summary
+
+    with (folder / "classical_heldout.csv").open() as f:
+        rows = [{k: (v if k == "institution" else float(v)) for k, v in r.items()} for r in csv.DictReader(f)]
+    return summary(rows)
+
+
+def _classical_reading(rows: list[dict]) -> str:
+    """Where the best pure deep model, and the best fusion, are at or below the classical matcher (mean EERs)."""
+    def best(r: dict, fused: bool) -> float:
+        return min(float(v) for k, v in r.items() if k not in ("institution", "seeds", "classical",
+                   "genuine / impostor pairs", "best deep − classical") and ("+" in k) == fused)
+
+    deep = [r["institution"] for r in rows if best(r, False) <= float(r["classical"])]
+    fused = [r["institution"] for r in rows if best(r, True) <= float(r["classical"])]
+    return (f"\n**Reading.** The best pure deep model is at or below the classical matcher on {len(deep)} of "
+            f"{len(rows)} sensors ({', '.join(deep) or 'none'}); the best fusion on {len(fused)} of {len(rows)} "
+            f"({', '.join(fused) or 'none'}). Means over seeds on the pairs counted in the table; no interval.\n")
+
+
+def build(seeds: Path, sweep: Path | None, audit: Path | None, out: Path, classical: Path | None = None) -> Path:
     """Write ``<out>.md`` and ``<out>.png``; returns the markdown path."""
     summary = json.loads((seeds / "summary.json").read_text())
     st = load_study(seeds)
@@ -257,6 +283,14 @@ def build(seeds: Path, sweep: Path | None, audit: Path | None, out: Path) -> Pat
                       "the run's data without defence, with FP-DFSN and with DP-SGD; every attack incl. LiRA "
                       "(online and offline coincide when the shadows' in/out statistics do; audit.md says why):\n",
                       markdown_table(comparison)]
+    if classical is not None:
+        lines += ["\n## Against the classical matcher, on the same held-out pairs\n",
+                  f"From `{classical}` (`bench/classical_heldout.py` on the seed folders): EER of the classical "
+                  "minutiae matcher (afis Gabor minutiae + Bozorth3) and of every model on the SAME held-out pairs "
+                  "(FCJ2020: a random 200 genuine + 200 impostor per seed; the FVC sets and pyfnprint: all), mean "
+                  "over seeds. `+ classical` columns: label-free rank fusion of the deep and the classical score "
+                  "(`models.metrics.rank_fusion`), reported beside the pure deep score, never instead of it.\n",
+                  markdown_table(crows := classical_rows(classical)), _classical_reading(crows)]
     png = plot(eer, pairs, out.with_suffix(".png"))
     lines.append(f"\n![test EER per institution and pooled, per method]({png.name})\n")
     md = out.with_suffix(".md")
@@ -270,14 +304,16 @@ def main() -> None:
                                                                "--seeds N`")
     ap.add_argument("--sweep", type=Path, default=None, help="folder of `fedprint sweep --config real_sensors`")
     ap.add_argument("--audit", type=Path, default=None, help="folder of `fedprint audit --attacks mia` on one run")
+    ap.add_argument("--classical", type=Path, default=None, help="folder of bench/classical_heldout.py")
     ap.add_argument("--out", type=Path, default=Path("docs/real_sensors_study"), help="output path without suffix")
     a = ap.parse_args()
     if not (a.seeds / "summary.json").is_file():
         ap.error(f"--seeds {a.seeds}: expected a finished `fedprint simulate --seeds` folder (no summary.json)")
-    for name, folder, f in (("--sweep", a.sweep, "sweep.csv"), ("--audit", a.audit, "mia.json")):
+    for name, folder, f in (("--sweep", a.sweep, "sweep.csv"), ("--audit", a.audit, "mia.json"),
+                            ("--classical", a.classical, "classical_heldout.csv")):
         if folder is not None and not (folder / f).is_file():
             ap.error(f"{name} {folder}: no {f} there")
-    md = build(a.seeds, a.sweep, a.audit, a.out)
+    md = build(a.seeds, a.sweep, a.audit, a.out, a.classical)
     print(f"written {md} and {md.with_suffix('.png')}")
 
 

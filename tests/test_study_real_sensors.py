@@ -68,3 +68,15 @@ def test_paired_verdicts():
     assert all(r["verdict"].startswith("no verdict: EER near chance") for r in paired_affr(eer, pairs))
     with pytest.raises(KeyError):
         cell_values({0: [{"model": "x"}]}, "EER")
+
+
+def test_classical_heldout_summary_says_who_wins_and_keeps_fusion_apart():
+    from bench.classical_heldout import summary
+
+    rows = [{"seed": s, "institution": "a", "genuine": 10, "impostor": 20, "classical": 0.10, "fedavg": e,
+             "fedavg + classical": 0.05} for s, e in ((0, 0.08), (1, 0.12))]
+    (out,) = summary(rows)
+    assert out["genuine / impostor pairs"] == "20 / 40" and out["seeds"] == 2
+    assert out["fedavg"] == "0.100" and out["classical"] == "0.100"
+    # the fused column never counts as the "best deep" model
+    assert out["best deep − classical"] == "+0.000 (fedavg)"
