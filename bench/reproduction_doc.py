@@ -581,7 +581,8 @@ def section_003(affr: Sequence[Path], fig_dir: Path) -> str:
                             "n_impostor"),
             "mia.csv": ("condition", "attack", "AUC", "AUC 95% CI", "bal. acc", "I(M;Ŝ) bits", "H(Ŝ) bits",
                         "members", "non-members"),
-            "inversion.csv": ("condition", "attack", "mse", "psnr_median", "ssim", "lpips"),
+            "inversion.csv": ("condition", "attack", "reference", "attacker", "images", "mse", "psnr_median",
+                              "ssim", "lpips"),
             "sweep.csv": ("sweep", "beta", "sigma2", "accuracy", "eer", "roc_auc")}
     for kind, paths in found.items():
         if not paths:
@@ -595,6 +596,12 @@ def section_003(affr: Sequence[Path], fig_dir: Path) -> str:
             cols = [c for c in keep[kind] if rows and c in rows[0]] or list(rows[0]) if rows else []
             out.append(f"### {titles[kind]} — `{path}`\n\n"
                        + table(cols, [[num(r.get(c), 4) for c in cols] for r in rows]))
+            if kind == "inversion.csv":
+                out.append("\nreference = the image the reconstruction is compared with (raw print, or the "
+                           "FP-DFSN image the client trained on); attacker = naive, or β-aware (undoes FP-DFSN's "
+                           "gain, + inpainting). A reconstruction that fails (PSNR near that of an unrelated print, "
+                           "SSIM ≈ 0) at a small attack budget (`--quick`: DLG 20 / IG 60 iterations on a few "
+                           "images) is **not** evidence of privacy; the audit without `--quick` is the test.\n")
             fig = _fig_sweep(rows, fig_dir, f"003_sweep_{i}.png") if kind == "sweep.csv" else None
             if fig:
                 out.append(f"\n![accuracy vs β and σ²]({fig})\n")
