@@ -23,6 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from bench import reproduce_seeds as rs  # noqa: E402
+from fedprint_config.provenance import recorded_command  # noqa: E402
 
 NOT_YET = "not yet run"
 #: Gallery fingers of every run: the pooled FVC sets' fingers with a first impression (9 + 10 + 10).
@@ -536,14 +537,6 @@ def affr_commands() -> str:
     return "```\n" + "\n".join(lines) + "\n```\n"
 
 
-def _provenance_command(folder: Path) -> str:
-    """The command recorded in a run folder's ``provenance.json``, or "" when it has none."""
-    try:
-        return str(json.loads((Path(folder) / "provenance.json").read_text())["command"])
-    except (OSError, KeyError, ValueError):
-        return ""
-
-
 def max_psnr(n_pixels: int) -> float:
     """Largest finite PSNR (dB) between two 8-bit images of ``n_pixels``: MSE = 1/N (one pixel, one level)."""
     return 10 * math.log10(255**2 * n_pixels)
@@ -568,7 +561,7 @@ def section_003(affr: Sequence[Path], fig_dir: Path) -> str:
         out.append(f"*{NOT_YET}*: the real-sensor experiment family (`real_sensors*`, one client per sensor) is "
                    "being built; once its runs exist, these commands fill this section:\n\n" + affr_commands())
         return "\n".join(out)
-    made = [f"- `{d}`: `{_provenance_command(d) or 'no provenance.json'}`" for d in affr]
+    made = [f"- `{d}`: `{recorded_command(d) or 'no provenance.json'}`" for d in affr]
     out.append("Run folders read, each with the command that made it (from its `provenance.json`):\n\n"
                + "\n".join(made) + "\n\nOur protocol: five institutions, one real sensor each, split by finger "
                "(open set), from the shipped synthetic-only model, EER on held-out fingers. Intervals over seeds, "

@@ -35,6 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.study_heterogeneity import load_study, verdict  # noqa: E402
+from fedprint_config.provenance import recorded_command  # noqa: E402
 from fedprint_config.rundir import markdown_table  # noqa: E402
 from lab.multi_seed import ci95, summarise  # noqa: E402
 from lab.report import COMMON_COLUMN, NEAR_CHANCE_EER  # noqa: E402
@@ -169,10 +170,8 @@ def mia_rows(folder: Path) -> list[dict]:
 
 def _command(folder: Path) -> str:
     """The command that made a run folder (its ``provenance.json``), as a sentence, or ""."""
-    try:
-        return f" Command: `{json.loads((folder / 'provenance.json').read_text())['command']}`."
-    except (OSError, KeyError, ValueError):
-        return ""
+    cmd = recorded_command(folder)
+    return f" Command: `{cmd}`." if cmd else ""
 
 
 def _sweep_epochs(folder: Path) -> str:

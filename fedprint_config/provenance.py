@@ -114,3 +114,13 @@ def provenance_markdown(p: dict[str, Any]) -> str:
         "- full record: `provenance.json`",
     ]
     return "\n".join(lines) + "\n"
+
+
+def recorded_command(folder: str | Path) -> str:
+    """The command a run folder records in its ``provenance.json`` ("" when it has none or it is unreadable)."""
+    import json
+
+    try:
+        return str(json.loads((Path(folder) / "provenance.json").read_text())["command"])
+    except (OSError, KeyError, TypeError, ValueError):
+        return ""
