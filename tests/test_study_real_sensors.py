@@ -80,3 +80,20 @@ def test_classical_heldout_summary_says_who_wins_and_keeps_fusion_apart():
     assert out["fedavg"] == "0.100" and out["classical"] == "0.100"
     # the fused column never counts as the "best deep" model
     assert out["best deep − classical"] == "+0.000 (fedavg)"
+
+
+def test_pooled_rows_compare_on_the_same_pairs_and_hide_unresolvable_fnmr(tmp_path):
+    import json
+
+    from bench.study_real_sensors import pooled_rows
+
+    (tmp_path / "metrics.json").write_text(json.dumps({"per_client": [
+        {"client": "a", "eer": 0.05, "fmr100": 0.2, "n_genuine": 50, "n_impostor": 500},
+        {"client": "b", "eer": 0.0, "fmr100": 0.0, "n_genuine": 56, "n_impostor": 64}]}))
+    (tmp_path / "classical_comparison.csv").write_text(
+        "model,client,pairs,genuine,deep_eer,deep_roc_auc,classical_eer,classical_roc_auc,fused_eer\n"
+        "centralized,a,400,200,0.105,0.9,0.085,0.9,0.07\ncentralized,b,120,56,0.0,1.0,0.053,0.97,0.031\n")
+    a, b = pooled_rows(tmp_path)
+    assert a["deep at or below classical"] == "no (+0.020)" and a["FNMR@FMR1%"] == "0.200"
+    assert a["same-pairs subset (g / i)"] == "200 / 200"
+    assert b["deep at or below classical"] == "yes" and b["FNMR@FMR1%"] == "—"  # 64 impostors cannot resolve 1 %
