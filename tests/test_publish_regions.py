@@ -243,7 +243,10 @@ def test_dp_rklap_drops_a_band_without_pixels(variant):
     line = np.array([[x, 0.5 * x + 0.3, 0.0, 1.0] for x in (20, 22, 24, 26, 28)])
     blob = np.column_stack([rng.uniform(100, 130, 6), rng.uniform(100, 130, 6), np.zeros(6), np.ones(6)])
     m = np.vstack([line, blob])
-    assert sorted(r.n_pixels for r in rklap_regions(m[:, :2], img.shape, n_clusters=2))[0] == 0
+    boxes = regions.klap_regions(m[:, :2], img.shape, n_clusters=2)
+    bands = [regions.band_mask(*regions.fit_band(m[b.members, :2])[::2], b.box) for b in boxes]
+    assert sorted(int(b.sum()) for b in bands)[0] == 0  # the collinear cluster's band holds no pixel centre
+    assert [r.n_pixels for r in rklap_regions(m[:, :2], img.shape, n_clusters=2)] == [555]  # dropped there
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no divide-by-zero / invalid value on the way
         pub = publish_dp_rklap(img, m, 1000.0, rng, variant=variant, n_clusters=2)

@@ -128,12 +128,6 @@ def publish_dp_rklap(
 
     regions = rklap_regions(xy, image.shape, n_clusters=n_clusters, method=linkage,
                             min_cluster_size=min_cluster_size, max_degree=max_degree)
-    # A band of half-width ~0 (a cluster its polynomial fits exactly) can hold no pixel centre: such a region
-    # protects nothing and would divide by Q_j = 0 (Eq. 31); its minutiae count as outside the mask.
-    regions = [r for r in regions if r.n_pixels > 0]
-    if not regions:
-        raise ValueError("dp_rklap: every cluster's band is empty (no pixel within the fitted band); nothing to "
-                         "protect")
     mask = union_mask(regions, image.shape)
     q = int(mask.sum())
     sizes = np.array([r.n_pixels for r in regions], dtype=np.float64)

@@ -46,8 +46,8 @@ SOUND_NEIGHBOURING = ("the same minutiae table (hence the same mask) and images 
                       "inside the mask, values in [0, 255]")
 MASK_LEAK = ("pixels outside the mask; the mask itself (cluster boxes / regression bands), computed from the raw "
              "minutiae without noise, so the minutiae locations leak through it")
-SMALL_CLUSTERS = ("minutiae of clusters with fewer than 5 members, or (DP-RKLAP) of a cluster whose fitted band holds "
-                  "no pixel, get no region of their own (details 'minutiae_outside_clusters' counts them)")
+SMALL_CLUSTERS = ("minutiae of clusters with fewer than 5 members, or (RKLAP, DP-RKLAP) of a cluster whose fitted band "
+                  "holds no pixel, get no region of their own (details 'minutiae_outside_clusters' counts them)")
 NOT_DP_REASON = "sensitivity = number of protected pixels is not a DP sensitivity"
 
 

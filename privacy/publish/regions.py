@@ -236,11 +236,20 @@ def klap_regions(xy: np.ndarray, shape: tuple[int, int], **cluster_options) -> l
 
 
 def rklap_regions(xy: np.ndarray, shape: tuple[int, int], *, max_degree: int = 6, **cluster_options) -> list[Region]:
-    """RKLAP (Alg. 3): inside each KLAP box, the band ``|y - h(x)| <= dist`` around the cluster's polynomial."""
+    """RKLAP (Alg. 3): inside each KLAP box, the band ``|y - h(x)| <= dist`` around the cluster's polynomial.
+
+    A band of half-width ~0 (a cluster its polynomial fits exactly) can hold no pixel centre: such a region
+    protects nothing (and would make Q_j = 0 in DP-RKLAP's Eq. 31), so it is dropped and its minutiae lie outside
+    every region. Raises ValueError when every band is empty.
+    """
     regions = []
     for r in klap_regions(xy, shape, **cluster_options):
         h, d, dist = fit_band(xy[r.members], max_degree=max_degree)
-        regions.append(Region(r.members, r.box, band_mask(h, dist, r.box), degree=d, band=dist))
+        region = Region(r.members, r.box, band_mask(h, dist, r.box), degree=d, band=dist)
+        if region.n_pixels > 0:
+            regions.append(region)
+    if not regions:
+        raise ValueError("rklap: every cluster's band is empty (no pixel within the fitted band); nothing to protect")
     return regions
 
 
