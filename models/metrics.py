@@ -152,16 +152,9 @@ def rank_fusion(*similarities) -> np.ndarray:
     cols = [np.asarray(s, dtype=np.float64) for s in similarities]
     if not cols or any(c.shape != cols[0].shape or c.ndim != 1 for c in cols):
         raise ValueError("rank_fusion: expected one or more 1-D score arrays of the same length")
-    n = len(cols[0])
-    ranks = []
-    for c in cols:
-        order = np.argsort(c, kind="stable")
-        r = np.empty(n)
-        r[order] = np.arange(1, n + 1)
-        _, inv, counts = np.unique(c, return_inverse=True, return_counts=True)
-        r = np.bincount(inv, weights=r)[inv] / counts[inv]  # average rank of ties
-        ranks.append(r / n)
-    return np.mean(ranks, axis=0)
+    from scipy.stats import rankdata
+
+    return np.mean([rankdata(c, method="average") / len(c) for c in cols], axis=0)
 
 
 def choose_threshold(
