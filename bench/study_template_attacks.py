@@ -20,7 +20,6 @@ Writes ``study.json`` and ``study.md`` to ``--out``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -37,7 +36,7 @@ from attacks.template_attacks import (  # noqa: E402
     linkage_success,
     pin_search,
 )
-from bench.study_templates import ENROL, PIN, REAL, SECOND, SETS, _fingers  # noqa: E402
+from bench.study_templates import ENROL, PIN, SECOND, _fingers, study_arguments  # noqa: E402
 from data.minutiae import extract_minutiae  # noqa: E402
 from privacy.templates.vault_template import VaultParams, enrol, template_params  # noqa: E402
 
@@ -210,10 +209,7 @@ def markdown(results: dict, pool: dict, n_candidates: int) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--sets", default=",".join(SETS))
-    ap.add_argument("--real", default=str(REAL), help="folder of the real sets (default: ../shared/data/real)")
+    ap = study_arguments(__doc__.splitlines()[0])
     ap.add_argument("--candidates", type=int, default=100, help="PINs tried per hardened template (true one included)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()

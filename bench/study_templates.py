@@ -255,11 +255,17 @@ def markdown(results: dict, b: dict, vault_p: VaultParams) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def study_arguments(description: str) -> argparse.ArgumentParser:
+    """The options every template study takes: ``--out``, ``--sets``, ``--real``."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--out", required=True)
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--real", default=str(REAL), help="folder of the real sets (default: ../shared/data/real)")
+    return ap
+
+
+def main() -> None:
+    ap = study_arguments(__doc__.splitlines()[0])
     ap.add_argument("--degree", type=int, default=8)
     ap.add_argument("--chaff", type=int, default=200)
     args = ap.parse_args()
