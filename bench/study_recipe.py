@@ -62,6 +62,19 @@ VARIANTS: dict[str, dict] = {
                        "train": {"epochs": 120, "lr": 5e-4}},
     "fcj_r192_e120": {"what": "whole print + ridge fine-tuning from the shipped model, 120 epochs",
                       "model": {"input_size": 192, "normalization": "ridge"}, "train": {"epochs": 120, "lr": 5e-4}},
+    # Screening at 40 epochs (128 px, ridge): each lever against the same-budget baseline fcj_rr128_e40.
+    "fcj_rr128_e40": {"what": "screening baseline: ridge pre-training + ridge fine-tuning, 40 epochs",
+                      "model": {"input_size": 128, "normalization": "ridge"}, "init": "pretrain_ridge",
+                      "train": {"epochs": 40, "lr": 5e-4}},
+    "fcj_rr128_m14_e40": {"what": "contrastive margin 1.4 instead of 1.0 (impostor pairs stay active longer)",
+                          "model": {"input_size": 128, "normalization": "ridge"}, "init": "pretrain_ridge",
+                          "train": {"epochs": 40, "lr": 5e-4, "margin": 1.4}},
+    "pretrain_ridge_g3": {"what": "synthetic-only ridge pre-training, 3 x 3 pooling grid (keeps the print's layout)",
+                          "synthetic": True, "model": {"input_size": 128, "normalization": "ridge", "pool_grid": 3},
+                          "train": {"epochs": 55, "lr": 1e-3}},
+    "fcj_rr128g3_e40": {"what": "3 x 3 pooling grid: grid pre-training + ridge fine-tuning, 40 epochs",
+                        "model": {"input_size": 128, "normalization": "ridge", "pool_grid": 3},
+                        "init": "pretrain_ridge_g3", "train": {"epochs": 40, "lr": 5e-4}},
 }
 
 

@@ -190,7 +190,8 @@ def _report(cfg, mode, clients, rows, avg, history, seconds, dp, real) -> str:
     loss_cols = ["model", "epoch", "loss", "pairs"] + (["epsilon"] if dp["enabled"] else [])
     return (
         f"# {cfg.run.name}: {mode} training\n\n"
-        f"- encoder `{cfg.model.encoder}` (d = {cfg.model.embedding_dim}, width {cfg.model.width}), input "
+        f"- encoder `{cfg.model.encoder}` (d = {cfg.model.embedding_dim}, width {cfg.model.width}, pooling grid "
+        f"{cfg.model.pool_grid}), input "
         f"{cfg.model.input_size} px at {cfg.model.input_dpi:g} dpi ({cfg.model.crop} crop), initial weights "
         f"{cfg.model.init}; {cfg.train.epochs} epochs, sampler {cfg.train.sampler} (P {cfg.train.p} x K "
         f"{cfg.train.k}), augmentation {'on' if cfg.train.augment else 'off'}, Adam lr {cfg.train.lr} "

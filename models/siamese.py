@@ -60,15 +60,22 @@ class CompactEncoder(nn.Module):
         Channels of the first block (default 32).
     in_channels : int
         Input channels (1 for grayscale fingerprints).
+    grid : int
+        Side g of the pooling grid (default 1: global average pooling). g > 1 averages block 5 over a g x g grid
+        of cells and the head sees all g² cells (8·width·g² features), so the embedding keeps the coarse layout
+        of the print (where the core and the ridge flow are) that a global average discards; the price is less
+        invariance to where the print sits in the input. DeepPrint (Engelsma et al. 2021) keeps the spatial
+        map for the same reason, after aligning the print.
     channels_last : bool
         Store conv weights and run activations in channels-last layout (default True; same results up to
         float rounding, faster on CPU). Parameters keep their shapes; only their strides differ.
     """
 
-    def __init__(self, embedding_dim: int = 128, width: int = 32, in_channels: int = 1,
+    def __init__(self, embedding_dim: int = 128, width: int = 32, in_channels: int = 1, grid: int = 1,
                  channels_last: bool = True) -> None:
         super().__init__()
-        for name, v in (("embedding_dim", embedding_dim), ("width", width), ("in_channels", in_channels)):
+        for name, v in (("embedding_dim", embedding_dim), ("width", width), ("in_channels", in_channels),
+                        ("grid", grid)):
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"CompactEncoder: {name} must be a positive integer, got {v!r}")
         chans = [in_channels, width, 2 * width, 4 * width, 4 * width, 8 * width]
@@ -80,8 +87,9 @@ class CompactEncoder(nn.Module):
                 layers.append(nn.MaxPool2d(2))
             layers += [nn.GroupNorm(_groups(cout), cout), nn.ReLU(inplace=True)]
         self.features = nn.Sequential(*layers)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(chans[-1], embedding_dim)
+        self.pool = nn.AdaptiveAvgPool2d(grid)
+        self.fc = nn.Linear(chans[-1] * grid * grid, embedding_dim)
+        self.grid = grid
         self.embedding_dim = embedding_dim
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
@@ -96,13 +104,13 @@ class CompactEncoder(nn.Module):
         return self.fc
 
     def representation(self, x: torch.Tensor) -> torch.Tensor:
-        """Base output: (N, C, H, W) -> (N, 8 * width) pooled features, before the head."""
+        """Base output: (N, C, H, W) -> (N, 8 * width * grid²) pooled features, before the head."""
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         return self.pool(self.features(x)).flatten(1)
 
     def project(self, z: torch.Tensor) -> torch.Tensor:
-        """Head: pooled features (N, 8 * width) -> (N, embedding_dim) unit-norm embeddings."""
+        """Head: pooled features (N, 8 * width * grid²) -> (N, embedding_dim) unit-norm embeddings."""
         return F.normalize(self.fc(z), dim=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -169,7 +177,7 @@ def resnet18_encoder(embedding_dim: int = 128) -> nn.Module:
 
 
 def build_encoder(name: str, embedding_dim: int = 128, **kwargs) -> nn.Module:
-    """Encoder by name: ``"compact"`` (:class:`CompactEncoder`, accepts ``width``) or ``"resnet18"``."""
+    """Encoder by name: ``"compact"`` (:class:`CompactEncoder`, accepts ``width`` and ``grid``) or ``"resnet18"``."""
     if name == "compact":
         return CompactEncoder(embedding_dim=embedding_dim, **kwargs)
     if name == "resnet18":

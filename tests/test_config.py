@@ -154,3 +154,14 @@ def test_fpdfsn_noise_variance_zero_is_the_sweeps_first_point():
     assert parse_config({"fpdfsn": {"sigma2": 0.0}}).fpdfsn.sigma2 == 0.0
     with pytest.raises(ValueError, match="fpdfsn.sigma2: expected a number >= 0"):
         parse_config({"fpdfsn": {"sigma2": -1.0}})
+
+
+def test_model_pool_grid_is_validated_and_only_stored_when_set():
+    from fedprint_config.experiment import ModelSection
+
+    assert ModelSection().encoder_kwargs() == {"width": 16}  # model files from before the option still match
+    assert ModelSection(pool_grid=3).encoder_kwargs() == {"width": 16, "grid": 3}
+    with pytest.raises(ValueError, match="model.pool_grid"):
+        ModelSection(pool_grid=0)
+    with pytest.raises(ValueError, match="only the 'compact' encoder"):
+        ModelSection(encoder="resnet18", pool_grid=2)

@@ -209,3 +209,25 @@ def test_compact_encoder_overfits_two_synthetic_fingers():
     genuine, impostor = d[y == 1], d[y == 0]
     assert genuine.max() < impostor.min(), (genuine.max().item(), impostor.min().item())
     assert impostor.min() > 0.5
+
+
+def test_pooling_grid_keeps_layout_that_global_pooling_discards():
+    torch.manual_seed(0)
+    glob, grid = CompactEncoder(width=8, grid=1), CompactEncoder(width=8, grid=3)
+    assert grid.fc.in_features == 9 * glob.fc.in_features
+    # Two inputs that hold the same patch in different places: a global average sees nearly the same features
+    # (only border effects differ), a 3 x 3 grid sees them in different cells.
+    patch = torch.randn(1, 1, 32, 32)
+    a, b = torch.zeros(1, 1, 128, 128), torch.zeros(1, 1, 128, 128)
+    a[..., 16:48, 16:48], b[..., 80:112, 80:112] = patch, patch
+
+    def change(net):
+        with torch.no_grad():
+            za, zb = net.representation(a), net.representation(b)
+        return float((za - zb).norm() / za.norm())
+
+    assert change(glob) < 0.3 < 1.0 < change(grid)
+    for size in (96, 192):  # any input size still gives one embedding of the configured dimension
+        assert grid(torch.randn(2, 1, size, size)).shape == (2, 128)
+    with pytest.raises(ValueError, match="grid"):
+        CompactEncoder(grid=0)
