@@ -62,13 +62,20 @@ VARIANTS: dict[str, dict] = {
                        "train": {"epochs": 120, "lr": 5e-4}},
     "fcj_r192_e120": {"what": "whole print + ridge fine-tuning from the shipped model, 120 epochs",
                       "model": {"input_size": 192, "normalization": "ridge"}, "train": {"epochs": 120, "lr": 5e-4}},
-    # Screening at 40 epochs (128 px, ridge): each lever against the same-budget baseline fcj_rr128_e40.
+    # Screening at 40 epochs (128 px, ridge): each lever against the same-budget baseline fcj_rr128_e40, over
+    # several finger splits with --screen-seeds (SCREEN lists them).
     "fcj_rr128_e40": {"what": "screening baseline: ridge pre-training + ridge fine-tuning, 40 epochs",
                       "model": {"input_size": 128, "normalization": "ridge"}, "init": "pretrain_ridge",
                       "train": {"epochs": 40, "lr": 5e-4}},
     "fcj_rr128_m14_e40": {"what": "contrastive margin 1.4 instead of 1.0 (impostor pairs stay active longer)",
                           "model": {"input_size": 128, "normalization": "ridge"}, "init": "pretrain_ridge",
                           "train": {"epochs": 40, "lr": 5e-4, "margin": 1.4}},
+    "fcj_rr128_lr1e3_e40": {"what": "learning rate 1e-3 instead of 5e-4",
+                            "model": {"input_size": 128, "normalization": "ridge"}, "init": "pretrain_ridge",
+                            "train": {"epochs": 40, "lr": 1e-3}},
+    "fcj_rr128_p32_e40": {"what": "32 fingers per batch instead of 16 (more impostor pairs per step)",
+                          "model": {"input_size": 128, "normalization": "ridge"}, "init": "pretrain_ridge",
+                          "train": {"epochs": 40, "lr": 5e-4, "p": 32}},
     "pretrain_ridge_g3": {"what": "synthetic-only ridge pre-training, 3 x 3 pooling grid (keeps the print's layout)",
                           "synthetic": True, "model": {"input_size": 128, "normalization": "ridge", "pool_grid": 3},
                           "train": {"epochs": 55, "lr": 1e-3}},
@@ -78,14 +85,20 @@ VARIANTS: dict[str, dict] = {
 }
 
 
+#: The screening variants (40 epochs, 128 px) and their common baseline, compared split by split.
+SCREEN_BASE = "fcj_rr128_e40"
+SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr128_p32_e40", "fcj_rr128g3_e40")
+
+
 def _toml_value(v) -> str:
     return f'"{v}"' if isinstance(v, str) else repr(v)
 
 
-def variant_toml(name: str, real: Path, runs: Path) -> str:
-    """The experiment TOML of one variant (written beside its run folder)."""
+def variant_toml(name: str, real: Path, runs: Path, seed: int = 0) -> str:
+    """The experiment TOML of one variant (written beside its run folder); ``seed`` > 0 draws another FCJ split."""
     v = VARIANTS[name]
     model = {"encoder": "compact", "width": 16, "input_dpi": 250.0, "embedding_dim": 128, **v["model"]}
+    run_name = folder_name(name, seed)
     if v.get("synthetic"):
         sources, data = SYNTH, '[data]\nprotocol = "open"\nmax_impostors = 5000\n'
         seed = 1000
@@ -94,27 +107,31 @@ def variant_toml(name: str, real: Path, runs: Path) -> str:
         model["init"] = str(runs / init / "model_centralized.pt") if init else "pretrained"
         sources = _fcj(real)
         data = '[data]\nprotocol = "open"\ntest_fraction = 0.25\nval_fraction = 0.1\nmax_impostors = 20000\n'
-        seed = 0
     train = {"p": 16, "k": 4, **v["train"]}
-    lines = [f'[run]\nname = "{name}"\nseed = {seed}\n', sources, data, '[partition]\nmode = "domain"\n',
+    lines = [f'[run]\nname = "{run_name}"\nseed = {seed}\n', sources, data, '[partition]\nmode = "domain"\n',
              "[model]\n" + "".join(f"{k} = {_toml_value(x)}\n" for k, x in model.items()),
              "[train]\n" + "".join(f"{k} = {_toml_value(x)}\n" for k, x in train.items())]
     return f"# {v['what']} (bench/study_recipe.py)\n" + "\n".join(lines)
 
 
-def run_variant(name: str, real: Path, runs: Path) -> None:
-    out = runs / name
+def folder_name(name: str, seed: int = 0) -> str:
+    """Run folder of a variant on split ``seed`` (seed 0 keeps the plain name)."""
+    return name if seed == 0 else f"{name}-s{seed}"
+
+
+def run_variant(name: str, real: Path, runs: Path, seed: int = 0) -> None:
+    out = runs / folder_name(name, seed)
     if (out / "model_centralized.pt").exists():
         return
     init = VARIANTS[name].get("init")
     if init:
-        run_variant(init, real, runs)
-    cfg = runs / f"{name}.toml"
-    cfg.write_text(variant_toml(name, real, runs))
+        run_variant(init, real, runs)  # pre-training is on synthetic prints: one model serves every split
+    cfg = runs / f"{out.name}.toml"
+    cfg.write_text(variant_toml(name, real, runs, seed))
     t = time.perf_counter()
     subprocess.run([sys.executable, str(ROOT / "fedprint_cli.py"), "train", "--mode", "centralized", "--config",
                     str(cfg), "--out", str(out), "--quiet"], check=True, cwd=ROOT)
-    (runs / f"{name}.wall.json").write_text(json.dumps({"seconds": time.perf_counter() - t}))
+    (runs / f"{out.name}.wall.json").write_text(json.dumps({"seconds": time.perf_counter() - t}))
 
 
 def score(model_path: Path, real: Path) -> dict[str, dict]:
@@ -167,6 +184,47 @@ def render(results: dict[str, dict], runs: Path) -> str:
     return "\n".join(lines)
 
 
+def screen_rows(runs: Path, seeds: int) -> dict[str, dict[int, dict]]:
+    """FCJ held-out metrics of every screening variant on every split it was run on: {variant: {seed: row}}."""
+    out: dict[str, dict[int, dict]] = {}
+    for name in SCREEN:
+        for seed in range(seeds):
+            f = runs / folder_name(name, seed) / "metrics.json"
+            if f.exists():
+                out.setdefault(name, {})[seed] = json.loads(f.read_text())["per_client"][0]
+    return out
+
+
+def render_screen(rows: dict[str, dict[int, dict]]) -> str:
+    """The screening table: each lever minus the baseline, split by split (paired), with a Student-t 95 % interval."""
+    from lab.multi_seed import ci95
+
+    base = rows.get(SCREEN_BASE, {})
+    lines = ["## Screening: cheap levers at 40 epochs, over several finger splits", "",
+             f"Each lever changes one setting of `{SCREEN_BASE}` (ridge pre-training + ridge fine-tuning, 128 px, 40 "
+             "epochs, about 3 min each). Split *s* draws another 40 held-out FCJ fingers (`[run] seed = s`: split, "
+             "initial order and augmentation); every split has 600 genuine / 20,000 impostor held-out pairs. "
+             "Differences are paired by split; an interval that contains 0 means the lever's effect is inside the "
+             "noise of 40 test fingers.", "",
+             "| variant | lever | splits | EER % (mean) | FNMR@FMR1 % (mean) | EER − baseline, points [95 % CI] | "
+             "FNMR − baseline, points [95 % CI] | per split EER − baseline |", "|---|---|---|---|---|---|---|---|"]
+    for name, per in rows.items():
+        seeds = sorted(per)
+        eer = [per[s]["eer"] for s in seeds]
+        fnmr = [per[s]["fmr100"] for s in seeds]
+        paired = [s for s in seeds if s in base] if name != SCREEN_BASE else []
+        cells = ["—", "—", "—"]
+        if paired:
+            d_eer = [100 * (per[s]["eer"] - base[s]["eer"]) for s in paired]
+            d_fnmr = [100 * (per[s]["fmr100"] - base[s]["fmr100"]) for s in paired]
+            (m1, lo1, hi1), (m2, lo2, hi2) = ci95(d_eer), ci95(d_fnmr)
+            cells = [f"{m1:+.1f} [{lo1:+.1f}, {hi1:+.1f}]", f"{m2:+.1f} [{lo2:+.1f}, {hi2:+.1f}]",
+                     ", ".join(f"{d:+.1f}" for d in d_eer)]
+        lines.append(f"| {name} | {VARIANTS[name]['what']} | {len(seeds)} | {100 * sum(eer) / len(eer):.1f} | "
+                     f"{100 * sum(fnmr) / len(fnmr):.1f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines + [""])
+
+
 def figure(results: dict[str, dict], path: Path) -> None:
     import matplotlib
 
@@ -195,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--real-samples", default=os.environ.get("FEDPRINT_REAL_SAMPLES", "../shared/data/real"))
     ap.add_argument("--only", default="", help="comma-separated variants (default: all)")
     ap.add_argument("--no-train", action="store_true", help="only collect existing run folders")
+    ap.add_argument("--screen-seeds", type=int, default=1,
+                    help="run the screening variants on this many finger splits (seeds 0..N-1; default 1)")
     ap.add_argument("--out", default="docs/real_prints_recipe.md")
     args = ap.parse_args(argv)
     real, runs = Path(args.real_samples).resolve(), Path(args.runs)
@@ -223,8 +283,17 @@ def main(argv: list[str] | None = None) -> int:
             fcj = json.loads((folder / "metrics.json").read_text())["per_client"][0]
         results[name] = {"what": VARIANTS[name]["what"], "fcj": fcj,
                          "sets": score(folder / "model_centralized.pt", real)}
+    if args.screen_seeds < 1:
+        print(f"study_recipe: error: --screen-seeds: expected a count >= 1, got {args.screen_seeds}", file=sys.stderr)
+        return 2
+    if not args.no_train:
+        for seed in range(1, args.screen_seeds):
+            for name in SCREEN:
+                if name in names:
+                    run_variant(name, real, runs, seed)
+    screen = render_screen(screen_rows(runs, args.screen_seeds))
     out = Path(args.out)
-    out.write_text(render(results, runs) + f"\n![EER per variant]({out.with_suffix('.png').name})\n")
+    out.write_text(render(results, runs) + f"\n![EER per variant]({out.with_suffix('.png').name})\n\n" + screen)
     figure(results, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")
     return 0
