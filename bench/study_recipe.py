@@ -134,12 +134,20 @@ def run_variant(name: str, real: Path, runs: Path, seed: int = 0) -> None:
     (runs / f"{out.name}.wall.json").write_text(json.dumps({"seconds": time.perf_counter() - t}))
 
 
-def score(model_path: Path, real: Path) -> dict[str, dict]:
-    """FVC-protocol and all-pairs EER / FNMR@FMR1% of one model on every transfer set."""
+def score(model_path: Path, real: Path, cache: Path | None = None) -> dict[str, dict]:
+    """FVC-protocol and all-pairs EER / FNMR@FMR1% of one model on every transfer set.
+
+    ``cache``: a JSON file that keeps the figures for re-renders; it is used only while it is newer than the model
+    file and was computed from the same real-sets folder.
+    """
     from data.datasets import load_dataset
     from models.model_file import load_model
     from recognition.matching import evaluate
 
+    if cache is not None and cache.exists() and cache.stat().st_mtime > model_path.stat().st_mtime:
+        kept = json.loads(cache.read_text())
+        if kept.get("real") == str(real):
+            return kept["rows"]
     model = load_model(model_path)
     rows = {}
     for name, layout in OTHER_SETS.items():
@@ -147,6 +155,8 @@ def score(model_path: Path, real: Path) -> dict[str, dict]:
         fvc, _, _ = evaluate(model, recs, "fvc")
         every, _, _ = evaluate(model, recs, "all")
         rows[name] = {"fvc": fvc, "all": every}
+    if cache is not None:
+        cache.write_text(json.dumps({"real": str(real), "rows": rows}))
     return rows
 
 
@@ -270,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     runs.mkdir(parents=True, exist_ok=True)
     results = {"shipped": {"what": "the shipped model (synthetic prints only), no real training", "fcj": None,
-                           "sets": score(ROOT / "models" / "pretrained" / "fedprint-synthetic.pt", real)}}
+                           "sets": score(ROOT / "models" / "pretrained" / "fedprint-synthetic.pt", real,
+                                         runs / "shipped.transfer.json")}}
     for name in names:
         if not args.no_train:
             run_variant(name, real, runs)
@@ -282,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         if not VARIANTS[name].get("synthetic"):
             fcj = json.loads((folder / "metrics.json").read_text())["per_client"][0]
         results[name] = {"what": VARIANTS[name]["what"], "fcj": fcj,
-                         "sets": score(folder / "model_centralized.pt", real)}
+                         "sets": score(folder / "model_centralized.pt", real, folder / "transfer.json")}
     if args.screen_seeds < 1:
         print(f"study_recipe: error: --screen-seeds: expected a count >= 1, got {args.screen_seeds}", file=sys.stderr)
         return 2
