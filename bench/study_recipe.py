@@ -156,7 +156,7 @@ def score(model_path: Path, real: Path, cache: Path | None = None) -> dict[str, 
         every, _, _ = evaluate(model, recs, "all")
         rows[name] = {"fvc": fvc, "all": every}
     if cache is not None:
-        cache.write_text(json.dumps({"real": str(real), "rows": rows}))
+        cache.write_text(json.dumps({"real": str(real), "rows": rows}, default=float))
     return rows
 
 
