@@ -213,10 +213,16 @@ def screen_rows(runs: Path, seeds: int) -> dict[str, dict[int, dict]]:
     return out
 
 
-def render_screen(rows: dict[str, dict[int, dict]]) -> str:
-    """The screening table: each lever minus the baseline, split by split (paired), with a Student-t 95 % interval."""
+def _paired(diffs: list[float]) -> str:
+    """Mean paired difference and its Student-t 95 % interval ("one split: no interval" below two splits)."""
     from lab.multi_seed import ci95
 
+    m, lo, hi = ci95(diffs)
+    return f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(diffs) >= 2 else f"{m:+.1f} (one split: no interval)"
+
+
+def render_screen(rows: dict[str, dict[int, dict]]) -> str:
+    """The screening table: each lever minus the baseline, split by split (paired), with a Student-t 95 % interval."""
     base = rows.get(SCREEN_BASE, {})
     lines = ["## Screening: cheap levers at 40 epochs, over several finger splits", "",
              f"Each lever changes one setting of `{SCREEN_BASE}` (ridge pre-training + ridge fine-tuning, 128 px, 40 "
@@ -235,9 +241,7 @@ def render_screen(rows: dict[str, dict[int, dict]]) -> str:
         if paired:
             d_eer = [100 * (per[s]["eer"] - base[s]["eer"]) for s in paired]
             d_fnmr = [100 * (per[s]["fmr100"] - base[s]["fmr100"]) for s in paired]
-            (m1, lo1, hi1), (m2, lo2, hi2) = ci95(d_eer), ci95(d_fnmr)
-            cells = [f"{m1:+.1f} [{lo1:+.1f}, {hi1:+.1f}]", f"{m2:+.1f} [{lo2:+.1f}, {hi2:+.1f}]",
-                     ", ".join(f"{d:+.1f}" for d in d_eer)]
+            cells = [_paired(d_eer), _paired(d_fnmr), ", ".join(f"{d:+.1f}" for d in d_eer)]
         lines.append(f"| {name} | {VARIANTS[name]['what']} | {len(seeds)} | {100 * sum(eer) / len(eer):.1f} | "
                      f"{100 * sum(fnmr) / len(fnmr):.1f} | " + " | ".join(cells) + " |")
     return "\n".join(lines + [""])
