@@ -1,0 +1,190 @@
+"""Dense matching of the deep feature map beside the embedding, on held-out real prints (issue 22 §2).
+
+For each training run folder (its model and the experiment TOML it ran), the run's own partition is rebuilt (same
+seed, same held-out fingers) and every held-out pair is scored three ways by the SAME network, nothing retrained:
+
+* ``global``: the embedding distance (what ``fedprint verify`` uses today);
+* ``dense``: :func:`models.dense_match.dense_similarity`, the best shifted mean cosine of the cell descriptors;
+* ``global + dense``: :func:`models.dense_match.zscore_fusion` of the two, standardised on the run's VALIDATION
+  pairs (no test pair, no label sets a weight).
+
+Where the run folder has ``classical_comparison.csv`` (``fedprint train --classical-pairs N``), the three scores
+are also given on the same subset of pairs as the classical matcher (afis Gabor + Bozorth3), beside its EER.
+Splits of one variant (``<name>``, ``<name>-s1``, ...) are paired: the table gives dense / fused minus global
+per split with a Student-t 95 % interval.
+
+    python bench/study_dense_match.py --run runs/recipe/fcj_rr128_e40 runs/recipe/fcj_rr128_e40-s1 ... \\
+        --run runs/real_sensors_pooled=experiments/real_sensors_pooled.toml --out docs/dense_matching
+
+A run folder's TOML is ``<folder>.toml`` beside it unless given as ``folder=toml``. Writes ``<out>.md`` and
+``<out>.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from client.experiment_data import experiment_partitions, partition_data  # noqa: E402
+from client.trainer import embed  # noqa: E402
+from data.atomic_io import write_csv, write_text  # noqa: E402
+from fedprint_config.app import with_base_dir  # noqa: E402
+from fedprint_config.experiment import load_experiment  # noqa: E402
+from lab.multi_seed import ci95  # noqa: E402
+from models.dense_match import cell_descriptors, dense_similarity, zscore_fusion  # noqa: E402
+from models.metrics import eer, fnmr_at_fmr  # noqa: E402
+from models.model_file import load_model  # noqa: E402
+
+SCORES = ("global", "dense", "global + dense")
+
+
+def _model_file(folder: Path) -> Path:
+    for name in ("model_centralized.pt", "model.pt"):
+        if (folder / name).is_file():
+            return folder / name
+    raise FileNotFoundError(f"{folder}: no model_centralized.pt or model.pt (expected a `fedprint train` run folder)")
+
+
+def _scores(enc, emb, desc, skin, grid, pairs) -> dict[str, np.ndarray]:
+    """Similarities (higher = same finger) of the three scores on ``pairs``."""
+    d = (emb[pairs.a] - emb[pairs.b]).norm(dim=1).numpy()
+    return {"global": -d, "dense": dense_similarity(desc, skin, pairs.a, pairs.b, grid=grid)}
+
+
+def score_run(folder: Path, toml: Path) -> list[dict]:
+    """One row per institution: EER / FNMR@FMR1% of the three scores on all held-out pairs (and the classical
+    subset where the run has one)."""
+    cfg, _ = load_experiment(toml)
+    cfg = with_base_dir(cfg, ROOT)
+    enc = load_model(_model_file(folder)).encoder.eval()
+    records, parts = experiment_partitions(cfg, progress=False)
+    classical = {}
+    if (folder / "classical_comparison.csv").is_file():
+        with open(folder / "classical_comparison.csv") as f:
+            classical = {r["client"]: r for r in csv.DictReader(f)}
+    rng = np.random.default_rng(cfg.run.seed)  # the draw order of lab.train_run.classical_comparison
+    rows = []
+    for part in parts:
+        c = partition_data(cfg, records, part)
+        emb = embed(enc, c.images)
+        desc, skin = cell_descriptors(enc, c.images)
+        with torch.no_grad():
+            h = enc.features(c.images[:1].contiguous(memory_format=torch.channels_last)).shape[-2:]
+        val = _scores(enc, emb, desc, skin, tuple(h), c.val_pairs)
+        test = _scores(enc, emb, desc, skin, tuple(h), c.test_pairs)
+        test["global + dense"] = zscore_fusion([val["global"], val["dense"]], [test["global"], test["dense"]])
+        lab = c.test_pairs.label
+        n_imp = int((lab == 0).sum())
+        row = {"run": folder.name, "institution": c.name, "genuine": int(lab.sum()), "impostor": n_imp}
+        for k, s in test.items():
+            row[f"{k} EER"] = eer(s, lab, higher_is_genuine=True)
+            row[f"{k} FNMR@FMR1%"] = fnmr_at_fmr(s, lab, 0.01, higher_is_genuine=True) if n_imp >= 100 else None
+        if classical:
+            pick = np.concatenate([rng.choice(np.flatnonzero(lab == v), size=min(200, int((lab == v).sum())),
+                                              replace=False) for v in (1, 0)])
+            if c.name in classical and int(classical[c.name]["pairs"]) == len(pick):
+                row["classical subset pairs"] = len(pick)
+                row["classical EER"] = float(classical[c.name]["classical_eer"])
+                for k, s in test.items():
+                    row[f"{k} EER (classical subset)"] = eer(s[pick], lab[pick], higher_is_genuine=True)
+        rows.append(row)
+    return rows
+
+
+def _pct(x) -> str:
+    return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{100 * x:.1f}"
+
+
+def render(rows: list[dict], seconds: float) -> str:
+    lines = ["# Dense matching beside the embedding, on held-out real prints", "",
+             "Generated by `python bench/study_dense_match.py` (see its docstring for the command). Every score "
+             "comes from the same trained network, nothing retrained: **global** = embedding distance (today's "
+             "verifier), **dense** = best shifted mean cosine of the last feature map's cell descriptors (up to "
+             "5 cells = 8 mm, `models/dense_match.py`), **global + dense** = the two standardised on the run's "
+             "validation pairs and summed (no test pair or label sets a weight). These are deep scores only: the "
+             "classical minutiae matcher is never fused in here.", "",
+             "## Every held-out pair", "",
+             "| run | institution | genuine / impostor pairs | EER % global | dense | global + dense | "
+             "FNMR@FMR1 % global | dense | global + dense |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['run']} | {r['institution']} | {r['genuine']:,} / {r['impostor']:,} | "
+                     + " | ".join(_pct(r[f"{k} EER"]) for k in SCORES) + " | "
+                     + " | ".join(_pct(r[f"{k} FNMR@FMR1%"]) for k in SCORES) + " |")
+    lines += ["", "FNMR@FMR1 % is left out (—) where fewer than 100 impostor pairs stand behind it.", ""]
+    # paired by split: runs named <variant> and <variant>-s<k>
+    by_variant: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        by_variant.setdefault((r["run"].split("-s")[0], r["institution"]), []).append(r)
+    multi = {k: v for k, v in by_variant.items() if len(v) >= 2}
+    if multi:
+        lines += ["## Paired by split", "",
+                  "Each split holds out other fingers (`[run] seed`); the difference is taken split by split.", "",
+                  "| variant | institution | splits | mean EER % global / dense / global + dense | "
+                  "dense − global, EER points [95 % CI] | (global + dense) − global, EER points [95 % CI] | "
+                  "(global + dense) − global, FNMR@FMR1 % points [95 % CI] |", "|---|---|---|---|---|---|---|"]
+        for (variant, inst), rs in multi.items():
+            def diff(a: str, b: str, metric: str, rs=rs) -> str:
+                m, lo, hi = ci95([100 * (r[f"{a} {metric}"] - r[f"{b} {metric}"]) for r in rs])
+                return f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]"
+            means = " / ".join(f"{100 * np.mean([r[f'{k} EER'] for r in rs]):.1f}" for k in SCORES)
+            fnmr = (diff("global + dense", "global", "FNMR@FMR1%")
+                    if all(r["global FNMR@FMR1%"] is not None for r in rs) else "—")
+            lines.append(f"| {variant} | {inst} | {len(rs)} | {means} | {diff('dense', 'global', 'EER')} | "
+                         f"{diff('global + dense', 'global', 'EER')} | {fnmr} |")
+        lines.append("")
+    sub = [r for r in rows if "classical EER" in r]
+    if sub:
+        lines += ["## Against the classical matcher on the same pairs", "",
+                  "The subset of held-out pairs the run's `--classical-pairs` scored with afis Gabor + Bozorth3 "
+                  "(200 genuine + 200 impostor per institution, all of them where fewer exist).", "",
+                  "| run | institution | pairs | classical EER % | global | dense | global + dense | "
+                  "best deep at or below classical? |", "|---|---|---|---|---|---|---|---|"]
+        for r in sub:
+            best = min(r[f"{k} EER (classical subset)"] for k in SCORES)
+            lines.append(f"| {r['run']} | {r['institution']} | {r['classical subset pairs']} | "
+                         f"{_pct(r['classical EER'])} | "
+                         + " | ".join(_pct(r[f"{k} EER (classical subset)"]) for k in SCORES)
+                         + f" | {'yes' if best <= r['classical EER'] else 'no'} |")
+        lines.append("")
+    lines.append(f"Scoring took {seconds / 60:.1f} min on 2 CPU cores (shared with training runs while measured).")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", nargs="+", required=True, help="run folders, each FOLDER or FOLDER=TOML")
+    ap.add_argument("--out", default="docs/dense_matching", help="output path without suffix (.md and .csv)")
+    args = ap.parse_args(argv)
+    jobs = []
+    for spec in args.run:
+        folder, _, toml = spec.partition("=")
+        folder = Path(folder)
+        toml = Path(toml) if toml else folder.with_name(folder.name + ".toml")
+        for p, what in ((folder, "run folder"), (toml, "experiment TOML")):
+            if not p.exists():
+                print(f"study_dense_match: error: --run {spec}: {what} not found: {p}", file=sys.stderr)
+                return 2
+        jobs.append((folder, toml))
+    t = time.perf_counter()
+    rows = []
+    for folder, toml in jobs:
+        print(f"scoring {folder} ...", flush=True)
+        rows += score_run(folder, toml)
+    out = Path(args.out)
+    write_csv(out.with_suffix(".csv"), rows)
+    write_text(out.with_suffix(".md"), render(rows, time.perf_counter() - t))
+    print(f"wrote {out.with_suffix('.md')} and {out.with_suffix('.csv')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
