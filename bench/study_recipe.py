@@ -67,7 +67,7 @@ VARIANTS: dict[str, dict] = {
     "fcj_r192_e120": {"what": "whole print + ridge fine-tuning from the shipped model, 120 epochs",
                       "model": {"input_size": 192, "normalization": "ridge"}, "train": {"epochs": 120, "lr": 5e-4}},
     # Screening at 40 epochs (128 px, ridge): each lever against the same-budget baseline fcj_rr128_e40, over
-    # several finger splits with --screen-seeds (SCREEN lists them).
+    # several finger splits with --splits (SCREEN lists them).
     "fcj_rr128_e40": {"what": "screening baseline: ridge pre-training + ridge fine-tuning, 40 epochs",
                       "model": {"input_size": 128, "normalization": "ridge"}, "init": "pretrain_ridge",
                       "train": {"epochs": 40, "lr": 5e-4}},
@@ -202,11 +202,11 @@ def render(results: dict[str, dict], runs: Path) -> str:
     return "\n".join(lines)
 
 
-def screen_rows(runs: Path, seeds: int) -> dict[str, dict[int, dict]]:
+def screen_rows(runs: Path, max_splits: int = 10) -> dict[str, dict[int, dict]]:
     """FCJ held-out metrics of every screening variant on every split it was run on: {variant: {seed: row}}."""
     out: dict[str, dict[int, dict]] = {}
     for name in SCREEN:
-        for seed in range(seeds):
+        for seed in range(max_splits):
             f = runs / folder_name(name, seed) / "metrics.json"
             if f.exists():
                 out.setdefault(name, {})[seed] = json.loads(f.read_text())["per_client"][0]
@@ -275,14 +275,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--real-samples", default=os.environ.get("FEDPRINT_REAL_SAMPLES", "../shared/data/real"))
     ap.add_argument("--only", default="", help="comma-separated variants (default: all)")
     ap.add_argument("--no-train", action="store_true", help="only collect existing run folders")
-    ap.add_argument("--screen-seeds", type=int, default=1,
-                    help="run the screening variants on this many finger splits (seeds 0..N-1; default 1)")
+    ap.add_argument("--splits", type=int, default=1,
+                    help="run every selected FCJ variant on this many finger splits (seeds 0..N-1; default 1)")
     ap.add_argument("--out", default="docs/real_prints_recipe.md")
     args = ap.parse_args(argv)
     real, runs = Path(args.real_samples).resolve(), Path(args.runs)
     if not real.is_dir():
         print(f"study_recipe: error: real sets folder not found: {real} (set --real-samples or "
               "$FEDPRINT_REAL_SAMPLES)", file=sys.stderr)
+        return 2
+    if args.splits < 1:
+        print(f"study_recipe: error: --splits: expected a count >= 1, got {args.splits}", file=sys.stderr)
         return 2
     names = [n for n in args.only.split(",") if n] or list(VARIANTS)
     unknown = set(names) - set(VARIANTS)
@@ -306,15 +309,12 @@ def main(argv: list[str] | None = None) -> int:
             fcj = json.loads((folder / "metrics.json").read_text())["per_client"][0]
         results[name] = {"what": VARIANTS[name]["what"], "fcj": fcj,
                          "sets": score(folder / "model_centralized.pt", real, folder / "transfer.json")}
-    if args.screen_seeds < 1:
-        print(f"study_recipe: error: --screen-seeds: expected a count >= 1, got {args.screen_seeds}", file=sys.stderr)
-        return 2
     if not args.no_train:
-        for seed in range(1, args.screen_seeds):
-            for name in SCREEN:
-                if name in names:
+        for seed in range(1, args.splits):
+            for name in names:
+                if not VARIANTS[name].get("synthetic"):
                     run_variant(name, real, runs, seed)
-    screen = render_screen(screen_rows(runs, args.screen_seeds))
+    screen = render_screen(screen_rows(runs))
     out = Path(args.out)
     out.write_text(render(results, runs) + f"\n![EER per variant]({out.with_suffix('.png').name})\n\n" + screen)
     figure(results, out.with_suffix(".png"))
