@@ -14,7 +14,8 @@ Splits of one variant (``<name>``, ``<name>-s1``, ...) are paired: the table giv
 per split with a Student-t 95 % interval.
 
     python bench/study_dense_match.py --run runs/recipe/fcj_rr128_e40 runs/recipe/fcj_rr128_e40-s1 ... \\
-        --run runs/real_sensors_pooled=experiments/real_sensors_pooled.toml --out docs/dense_matching
+        runs/real_sensors_pooled=experiments/real_sensors_pooled.toml \\
+        --transfer models/pretrained/fedprint-synthetic.pt --out docs/dense_matching
 
 A run folder's TOML is ``<folder>.toml`` beside it unless given as ``folder=toml``. Writes ``<out>.md`` and
 ``<out>.csv``.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
 import time
 from pathlib import Path
@@ -100,6 +102,41 @@ def score_run(folder: Path, toml: Path) -> list[dict]:
     return rows
 
 
+#: Real sets and their layouts, scored whole (all pairs) for a model that never trained on them.
+REAL_SETS = {"fcj2020_dev": "generic", "fvc_300x300_b": "fvc", "fvc2002_db1_b": "fvc", "fvc2002_db3_b": "fvc",
+             "pyfnprint_16x8": "generic"}
+
+
+def score_transfer(model_path: Path, real: Path) -> list[dict]:
+    """Global and dense EER / FNMR@FMR1% of a model file on ALL pairs of every real set (no validation pairs
+    exist for a set the model never saw, so no fusion is calibrated here)."""
+    from data.datasets import load_dataset
+    from models.preprocess import to_tensor_batch
+    from recognition.matching import protocol_pairs
+
+    model = load_model(model_path)
+    enc = model.encoder.eval()
+    rows = []
+    for name, layout in REAL_SETS.items():
+        recs = load_dataset(layout, real / name)
+        pairs = protocol_pairs(recs, "all")
+        x = torch.cat([to_tensor_batch([r.image for r in recs[s:s + 64]], model.spec, [r.dpi for r in recs[s:s + 64]])
+                       for s in range(0, len(recs), 64)])
+        emb = embed(enc, x)
+        desc, skin = cell_descriptors(enc, x)
+        with torch.no_grad():
+            h = enc.features(x[:1].contiguous(memory_format=torch.channels_last)).shape[-2:]
+        sc = _scores(enc, emb, desc, skin, tuple(h), pairs)
+        lab = pairs.label
+        row = {"run": model_path.stem, "institution": name, "genuine": int(lab.sum()),
+               "impostor": int((lab == 0).sum())}
+        for k, v in sc.items():
+            row[f"{k} EER"] = eer(v, lab, higher_is_genuine=True)
+            row[f"{k} FNMR@FMR1%"] = fnmr_at_fmr(v, lab, 0.01, higher_is_genuine=True)
+        rows.append(row)
+    return rows
+
+
 def _pct(x) -> str:
     return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{100 * x:.1f}"
 
@@ -116,6 +153,8 @@ def render(rows: list[dict], seconds: float) -> str:
              "| run | institution | genuine / impostor pairs | EER % global | dense | global + dense | "
              "FNMR@FMR1 % global | dense | global + dense |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        if "global + dense EER" not in r:
+            continue
         lines.append(f"| {r['run']} | {r['institution']} | {r['genuine']:,} / {r['impostor']:,} | "
                      + " | ".join(_pct(r[f"{k} EER"]) for k in SCORES) + " | "
                      + " | ".join(_pct(r[f"{k} FNMR@FMR1%"]) for k in SCORES) + " |")
@@ -123,6 +162,8 @@ def render(rows: list[dict], seconds: float) -> str:
     # paired by split: runs named <variant> and <variant>-s<k>
     by_variant: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
+        if "global + dense EER" not in r:
+            continue
         by_variant.setdefault((r["run"].split("-s")[0], r["institution"]), []).append(r)
     multi = {k: v for k, v in by_variant.items() if len(v) >= 2}
     if multi:
@@ -155,13 +196,29 @@ def render(rows: list[dict], seconds: float) -> str:
                          + " | ".join(_pct(r[f"{k} EER (classical subset)"]) for k in SCORES)
                          + f" | {'yes' if best <= r['classical EER'] else 'no'} |")
         lines.append("")
+    transfer = [r for r in rows if "global + dense EER" not in r]
+    if transfer:
+        lines += ["## A model on real sets it never saw (all pairs)", "",
+                  "No validation pairs exist for a set the model never saw, so only the two scores are given.", "",
+                  "| model | set | genuine / impostor pairs | EER % global | dense | FNMR@FMR1 % global | dense |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in transfer:
+            lines.append(f"| {r['run']} | {r['institution']} | {r['genuine']:,} / {r['impostor']:,} | "
+                         f"{_pct(r['global EER'])} | {_pct(r['dense EER'])} | {_pct(r['global FNMR@FMR1%'])} | "
+                         f"{_pct(r['dense FNMR@FMR1%'])} |")
+        lines.append(f"| mean | | | {_pct(np.mean([r['global EER'] for r in transfer]))} | "
+                     f"{_pct(np.mean([r['dense EER'] for r in transfer]))} | | |")
+        lines.append("")
     lines.append(f"Scoring took {seconds / 60:.1f} min on 2 CPU cores (shared with training runs while measured).")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", nargs="+", required=True, help="run folders, each FOLDER or FOLDER=TOML")
+    ap.add_argument("--run", nargs="*", default=[], help="run folders, each FOLDER or FOLDER=TOML")
+    ap.add_argument("--transfer", nargs="*", default=[],
+                    help="model files scored on all pairs of every real set (sets they never trained on)")
+    ap.add_argument("--real-samples", default=os.environ.get("FEDPRINT_REAL_SAMPLES", "../shared/data/real"))
     ap.add_argument("--out", default="docs/dense_matching", help="output path without suffix (.md and .csv)")
     args = ap.parse_args(argv)
     jobs = []
@@ -174,11 +231,21 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"study_dense_match: error: --run {spec}: {what} not found: {p}", file=sys.stderr)
                 return 2
         jobs.append((folder, toml))
+    real = Path(args.real_samples).resolve()
+    if args.transfer and not real.is_dir():
+        print(f"study_dense_match: error: --real-samples: folder not found: {real}", file=sys.stderr)
+        return 2
+    if not jobs and not args.transfer:
+        print("study_dense_match: error: nothing to score (give --run and/or --transfer)", file=sys.stderr)
+        return 2
     t = time.perf_counter()
     rows = []
     for folder, toml in jobs:
         print(f"scoring {folder} ...", flush=True)
         rows += score_run(folder, toml)
+    for model in map(Path, args.transfer):
+        print(f"scoring {model} on every real set ...", flush=True)
+        rows += score_transfer(model, real)
     out = Path(args.out)
     write_csv(out.with_suffix(".csv"), rows)
     write_text(out.with_suffix(".md"), render(rows, time.perf_counter() - t))
