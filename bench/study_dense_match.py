@@ -42,7 +42,7 @@ from data.atomic_io import write_csv, write_text  # noqa: E402
 from fedprint_config.app import with_base_dir  # noqa: E402
 from fedprint_config.experiment import load_experiment  # noqa: E402
 from lab.multi_seed import ci95  # noqa: E402
-from models.dense_match import cell_descriptors, dense_similarity, zscore_fusion  # noqa: E402
+from models.dense_match import cell_descriptors, dense_similarity, feature_grid, zscore_fusion  # noqa: E402
 from models.metrics import eer, fnmr_at_fmr  # noqa: E402
 from models.model_file import load_model  # noqa: E402
 
@@ -79,10 +79,9 @@ def score_run(folder: Path, toml: Path) -> list[dict]:
         c = partition_data(cfg, records, part)
         emb = embed(enc, c.images)
         desc, skin = cell_descriptors(enc, c.images)
-        with torch.no_grad():
-            h = enc.features(c.images[:1].contiguous(memory_format=torch.channels_last)).shape[-2:]
-        val = _scores(enc, emb, desc, skin, tuple(h), c.val_pairs)
-        test = _scores(enc, emb, desc, skin, tuple(h), c.test_pairs)
+        grid = feature_grid(enc, c.images)
+        val = _scores(enc, emb, desc, skin, grid, c.val_pairs)
+        test = _scores(enc, emb, desc, skin, grid, c.test_pairs)
         test["global + dense"] = zscore_fusion([val["global"], val["dense"]], [test["global"], test["dense"]])
         lab = c.test_pairs.label
         n_imp = int((lab == 0).sum())
@@ -124,9 +123,7 @@ def score_transfer(model_path: Path, real: Path) -> list[dict]:
                        for s in range(0, len(recs), 64)])
         emb = embed(enc, x)
         desc, skin = cell_descriptors(enc, x)
-        with torch.no_grad():
-            h = enc.features(x[:1].contiguous(memory_format=torch.channels_last)).shape[-2:]
-        sc = _scores(enc, emb, desc, skin, tuple(h), pairs)
+        sc = _scores(enc, emb, desc, skin, feature_grid(enc, x), pairs)
         lab = pairs.label
         row = {"run": model_path.stem, "institution": name, "genuine": int(lab.sum()),
                "impostor": int((lab == 0).sum())}

@@ -17,9 +17,10 @@ import numpy as np
 from torch import nn
 
 from client.local_data import ClientData
-from client.trainer import pair_distances
+from client.trainer import embed, pair_distances
 from data.atomic_io import atomic_write_bytes
 from fedprint_config import ExperimentConfig
+from models.dense_match import MIN_OVERLAP, cell_descriptors, dense_similarity, feature_grid, fusion_calibration
 from models.metrics import choose_threshold
 from models.model_file import model_bytes
 from models.preprocess import InputSpec
@@ -41,6 +42,36 @@ def pooled_threshold(net: nn.Module, clients: Sequence[ClientData]) -> tuple[flo
     return choose_threshold(d, y, "accuracy"), f"accuracy-optimal on {len(y)} validation pairs of {names}"
 
 
+def pooled_fusion(net: nn.Module, clients: Sequence[ClientData]) -> dict | None:
+    """Calibration of the ``global + dense`` score on the clients' validation pairs pooled
+    (:func:`models.dense_match.fusion_calibration`); None when the encoder has no feature map to match densely
+    (ResNet-18), the map has fewer cells than :data:`models.dense_match.MIN_OVERLAP` (inputs under ~40 px), the
+    validation pairs do not hold both classes, or a score does not vary over them."""
+    if not hasattr(net, "features") or not clients:
+        return None
+    h, w = feature_grid(net, clients[0].images)
+    if h * w < MIN_OVERLAP:
+        return None
+    g, d, y = [], [], []
+    for c in clients:
+        if not len(c.val_pairs):
+            continue
+        used = np.unique(np.concatenate([c.val_pairs.a, c.val_pairs.b]))
+        pos = np.searchsorted(used, c.val_pairs.a), np.searchsorted(used, c.val_pairs.b)
+        x = c.images[used]
+        emb = embed(net, x)
+        desc, skin = cell_descriptors(net, x)
+        g.append(-(emb[pos[0]] - emb[pos[1]]).norm(dim=1).numpy())
+        d.append(dense_similarity(desc, skin, *pos, grid=feature_grid(net, x)))
+        y.append(c.val_pairs.label)
+    if not y:
+        return None
+    g, d, y = np.concatenate(g), np.concatenate(d), np.concatenate(y)
+    if y.min() == y.max() or g.std() == 0 or d.std() == 0:
+        return None
+    return fusion_calibration(g, d, y)
+
+
 def data_description(cfg: ExperimentConfig, clients: Sequence[ClientData] = ()) -> dict[str, Any]:
     """What a model was trained on: the experiment's sources and the clients' sizes."""
     return {**cfg.data_summary(),
@@ -54,9 +85,10 @@ def export_model(path: str | Path, net: nn.Module, cfg: ExperimentConfig, spec: 
     """Write ``net`` as a model file; the threshold is pooled over ``clients``' validation pairs unless given."""
     if threshold is None and clients:
         threshold, threshold_source = pooled_threshold(net, clients)
+    fusion = pooled_fusion(net, clients) if clients else None
     data = model_bytes(net, encoder_name=cfg.model.encoder, embedding_dim=cfg.model.embedding_dim, spec=spec,
                        encoder_kwargs=cfg.model.encoder_kwargs(),
                        threshold=threshold, threshold_source=threshold_source, method=method,
                        metrics=dict(metrics or {}), data=data_description(cfg, clients),
-                       provenance=dict(provenance or {}))
+                       provenance=dict(provenance or {}), score_fusion=fusion)
     return atomic_write_bytes(path, data)

@@ -81,6 +81,16 @@ def cell_descriptors(encoder: nn.Module, images: torch.Tensor, *, batch_size: in
     return F.normalize(fmap, dim=1).flatten(2), skin
 
 
+def feature_grid(encoder: nn.Module, images: torch.Tensor) -> tuple[int, int]:
+    """(H, W) of the encoder's last feature map for inputs shaped like ``images``."""
+    with torch.no_grad():
+        x = images[:1]
+        if getattr(encoder, "channels_last", False):
+            x = x.contiguous(memory_format=torch.channels_last)
+        h, w = encoder.features(x).shape[-2:]
+    return int(h), int(w)
+
+
 def shift_matrices(h: int, w: int, radius: int) -> torch.Tensor:
     """(H·W·H·W, (2r+1)²) 0/1 matrix: column k marks the cell pairs ((i, j), (i − dy, j − dx)) of shift k."""
     if radius < 0:
@@ -159,3 +169,49 @@ def zscore_fusion(reference: list[np.ndarray], scores: list[np.ndarray]) -> np.n
             raise ValueError("zscore_fusion: a reference set needs at least two distinct finite scores")
         fused += (np.asarray(s, float) - float(ref.mean())) / sd
     return fused
+
+
+def fusion_calibration(global_similarity: np.ndarray, dense: np.ndarray, labels: np.ndarray, *,
+                       radius: int = RADIUS, min_overlap: int = MIN_OVERLAP) -> dict:
+    """What a model file stores to score ``global + dense`` (:func:`fused_scores`), from VALIDATION pairs.
+
+    Parameters
+    ----------
+    global_similarity : ndarray, shape (P,)
+        −(embedding distance) of each validation pair.
+    dense : ndarray, shape (P,)
+        :func:`dense_similarity` of the same pairs, searched with ``radius`` and ``min_overlap``.
+    labels : ndarray, shape (P,)
+        1 = same finger, 0 = different fingers (both classes needed: the threshold is chosen on them).
+
+    Returns
+    -------
+    dict
+        ``radius``, ``min_overlap``, the mean and standard deviation of each score over the pairs (the weights
+        of :func:`zscore_fusion`), ``threshold``: the accuracy-optimal fused score (match iff score >= it) and
+        ``pairs``: how many validation pairs set them.
+    """
+    from models.metrics import choose_threshold
+
+    g, d, y = (np.asarray(v, float) for v in (global_similarity, dense, labels))
+    if not (g.shape == d.shape == y.shape) or g.ndim != 1:
+        raise ValueError("fusion_calibration: the two scores and the labels need one value per validation pair")
+    if y.min() == y.max():
+        raise ValueError("fusion_calibration: validation pairs of both classes are needed to choose a threshold")
+    fused = zscore_fusion([g, d], [g, d])
+    t = choose_threshold(fused, y.astype(int), "accuracy", higher_is_genuine=True)
+    return {"radius": int(radius), "min_overlap": int(min_overlap), "global_mean": float(g.mean()),
+            "global_std": float(g.std()), "dense_mean": float(d.mean()), "dense_std": float(d.std()),
+            "threshold": float(t), "pairs": int(len(y))}
+
+
+def fused_scores(calibration: dict, global_similarity: np.ndarray, dense: np.ndarray) -> np.ndarray:
+    """``global + dense`` score of :func:`zscore_fusion` with the weights a model file stores (higher = same)."""
+    try:
+        gm, gs = float(calibration["global_mean"]), float(calibration["global_std"])
+        dm, ds = float(calibration["dense_mean"]), float(calibration["dense_std"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"fused_scores: not a score-fusion calibration: {calibration!r}") from None
+    if not (gs > 0 and ds > 0):
+        raise ValueError(f"fused_scores: the calibration's standard deviations must be > 0, got {gs} and {ds}")
+    return (np.asarray(global_similarity, float) - gm) / gs + (np.asarray(dense, float) - dm) / ds

@@ -15,6 +15,9 @@ Contents (``FORMAT`` = ``"fedprint-model/1"``):
   (never on test pairs), with ``threshold_source`` saying which; None when no validation pairs were available;
   ``calibration`` (optional) — written by ``fedprint calibrate`` (:func:`recalibrated_bytes`): the data, protocol,
   target FMR, pair counts and the FMR / FNMR the stored threshold reached on them;
+* ``score_fusion`` (optional) — how to score ``global + dense`` (:func:`models.dense_match.fusion_calibration`:
+  search radius, the two scores' means and standard deviations and a fused threshold, all from validation pairs);
+  written by ``fedprint train`` / ``simulate`` for the compact encoder, absent from deployment runs and older files;
 * ``method``, ``metrics`` (test metrics of the run that wrote it), ``data`` (what it was trained on),
   ``provenance`` (command, FedPrint version, git commit, package versions; see
   :mod:`fedprint_config.provenance`).
@@ -68,7 +71,7 @@ class VerifierModel:
 def model_bytes(encoder: nn.Module, *, encoder_name: str, embedding_dim: int, spec: InputSpec,
                 threshold: float | None, threshold_source: str = "", method: str = "",
                 metrics: dict | None = None, data: dict | None = None, provenance: dict | None = None,
-                encoder_kwargs: dict | None = None) -> bytes:
+                encoder_kwargs: dict | None = None, score_fusion: dict | None = None) -> bytes:
     """Serialise a model file (write it with :func:`data.atomic_io.atomic_write_bytes`).
 
     Parameters
@@ -85,6 +88,8 @@ def model_bytes(encoder: nn.Module, *, encoder_name: str, embedding_dim: int, sp
         Where the threshold comes from, e.g. ``"validation pairs of 3 clients (accuracy-optimal)"``.
     method, metrics, data, provenance
         Free-form, JSON-like descriptions (see module docstring).
+    score_fusion : dict or None
+        :func:`models.dense_match.fusion_calibration` of the model's validation pairs (None: none stored).
     """
     if threshold is not None and not math.isfinite(float(threshold)):
         raise ValueError(f"threshold: expected a finite distance or None, got {threshold!r}")
@@ -96,6 +101,8 @@ def model_bytes(encoder: nn.Module, *, encoder_name: str, embedding_dim: int, sp
         "threshold_source": str(threshold_source), "method": str(method), "metrics": dict(metrics or {}),
         "data": dict(data or {}), "provenance": dict(provenance or {}),
     }
+    if score_fusion is not None:
+        payload["score_fusion"] = dict(score_fusion)
     buf = io.BytesIO()
     torch.save(payload, buf)
     return buf.getvalue()

@@ -171,13 +171,14 @@ def _evaluate(args: argparse.Namespace) -> int:
     records = _load_data(args.data, args.layout, args.dpi, "--data", args.skip_bad, report)
     records, _ = quality_gate(records, args.min_quality, skip_bad=args.skip_bad, report=report)
     metrics, d, pairs = evaluate(model, records, args.protocol, threshold=args.threshold,
-                                 min_quality=args.min_quality)
+                                 min_quality=args.min_quality, score=args.score)
     metrics = {**metrics, "model": str(args.model), "data": str(args.data), "layout": args.layout,
                "skipped": [{"path": str(p), "reason": r} for p, r in report]}
     with staged_folder(out) as tmp:
         write_json(tmp / "metrics.json", metrics)
         write_csv(tmp / "scores.csv", [{"a": records[i].key, "b": records[j].key, "genuine": int(y),
-                                        "distance": float(x), "score": 1.0 - float(x) / 2.0}
+                                        "distance": float(x),
+                                        "score": -float(x) if args.score == "fused" else 1.0 - float(x) / 2.0}
                                        for i, j, y, x in zip(pairs.a, pairs.b, pairs.label, d, strict=True)])
         plot_roc(tmp / "roc_det.png", {Path(args.model).stem: (d, pairs.label)},
                  title=f"{Path(args.data).name} ({args.protocol} protocol)")
@@ -386,6 +387,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fvc: all genuine pairs + first-impression impostor pairs; all: every pair")
     e.add_argument("--threshold", type=finite_float, default=None,
                    help="threshold for accuracy/FMR/FNMR (default: model's)")
+    e.add_argument("--score", choices=("global", "fused"), default="global",
+                   help="global: embedding distance; fused: embedding + dense match of the feature maps, weighted "
+                        "as the model file stores (fedprint train / simulate write it); distances are then "
+                        "-(fused score)")
     e.add_argument("--out", default=None, help="output folder, new or empty; written only when the evaluation "
                                                "succeeds (default: runs/evaluate-<UTC time>)")
     _quality_arg(e)

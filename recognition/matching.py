@@ -41,6 +41,39 @@ PROTOCOLS = ("fvc", "all")
 #: Operating points :func:`evaluate` reports thresholds for: name -> target FMR (None: the EER point), and the
 #: fewest impostor pairs that resolve the target.
 OPERATING_POINTS = {"eer": (None, 1), "fmr_1%": (0.01, 100), "fmr_0.1%": (0.001, 1000)}
+#: Pair scores :func:`evaluate` can use: the embedding distance, or the embedding and the dense match of the
+#: feature map fused with the weights the model file stores (:mod:`models.dense_match`).
+SCORES = ("global", "fused")
+
+
+def score_fusion_of(model: VerifierModel) -> dict:
+    """The model file's ``global + dense`` calibration, or a ValueError that says where one comes from."""
+    cal = model.meta.get("score_fusion")
+    if not cal:
+        raise ValueError(f"{model.meta.get('path', 'model')}: the model file stores no score-fusion calibration "
+                         "(`fedprint train` / `simulate` write one for the compact encoder from their validation "
+                         "pairs; deployment runs, ResNet-18 models and older files have none): use --score global")
+    return cal
+
+
+def fused_distances(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet) -> np.ndarray:
+    """−(global + dense score) of each pair (lower = same finger, like a distance), with the model's calibration.
+
+    Runs on the CPU: the dense match compares every cell pair of the two feature maps at each searched shift.
+    """
+    from models.dense_match import cell_descriptors, dense_similarity, feature_grid, fused_scores
+
+    cal = score_fusion_of(model)
+    x = torch.cat([to_tensor_batch([r.image for r in records[s:s + 64]], model.spec,
+                                   [r.dpi for r in records[s:s + 64]]) for s in range(0, len(records), 64)])
+    enc = model.encoder.eval()
+    with torch.no_grad():
+        emb = torch.cat([enc(x[s:s + 256]) for s in range(0, len(x), 256)]).float()
+    desc, skin = cell_descriptors(enc, x)
+    g = -(emb[pairs.a] - emb[pairs.b]).norm(dim=1).numpy()
+    dense = dense_similarity(desc, skin, pairs.a, pairs.b, grid=feature_grid(enc, x), radius=int(cal["radius"]),
+                             min_overlap=int(cal["min_overlap"]))
+    return -fused_scores(cal, g, dense)
 
 
 def _finite_threshold(model: VerifierModel, threshold: float | None) -> float | None:
@@ -133,8 +166,11 @@ def protocol_pairs(records: Sequence[FingerprintRecord], protocol: str = "fvc") 
 
 def evaluate(model: VerifierModel, records: Sequence[FingerprintRecord], protocol: str = "fvc",
              threshold: float | None = None, *, min_quality: float = MIN_QUALITY, skip_bad: bool = False,
-             report: list | None = None) -> tuple[dict, np.ndarray, PairSet]:
+             report: list | None = None, score: str = "global") -> tuple[dict, np.ndarray, PairSet]:
     """Verification metrics of ``model`` on a dataset; returns (metrics, distances, pairs).
+
+    ``score``: ``"global"`` (default) compares embeddings; ``"fused"`` adds the dense match of the feature maps
+    (:func:`fused_distances`; the "distances" are then −fused score and the model's threshold is its fused one).
 
     ``eer``, ``roc_auc`` always; ``fnmr_at_fmr_1%`` / ``fnmr_at_fmr_0.1%`` only when there are at least 100 /
     1000 impostor pairs (else None: an FMR of 0.1 % cannot be resolved with fewer); ``operating_points``: the
@@ -144,15 +180,23 @@ def evaluate(model: VerifierModel, records: Sequence[FingerprintRecord], protoco
     ``skipped_low_quality``; ``pairs`` then index the records kept — run :func:`quality_gate` first when the
     caller needs them).
     """
+    if score not in SCORES:
+        raise ValueError(f"score: expected one of {SCORES}, got {score!r}")
+    if score == "fused" and threshold is None:
+        threshold = -float(score_fusion_of(model)["threshold"])
     t = _finite_threshold(model, threshold)
     n_in = len(records)
     records, q = quality_gate(records, min_quality, skip_bad=skip_bad, report=report)
     pairs = protocol_pairs(records, protocol)
-    e = embed_images(model, [r.image for r in records], [r.dpi for r in records])
-    d = np.linalg.norm(e[pairs.a] - e[pairs.b], axis=1)
+    if score == "fused":
+        d = fused_distances(model, records, pairs)
+    else:
+        e = embed_images(model, [r.image for r in records], [r.dpi for r in records])
+        d = np.linalg.norm(e[pairs.a] - e[pairs.b], axis=1)
     lab = pairs.label
     n_imp = int((lab == 0).sum())
-    metrics = {"protocol": protocol, "images": len(records), "fingers": len({r.identity for r in records}),
+    metrics = {"protocol": protocol, "score": score, "images": len(records),
+               "fingers": len({r.identity for r in records}),
                "n_genuine": int(lab.sum()), "n_impostor": n_imp, "eer": eer(d, lab), "roc_auc": roc_auc(d, lab),
                "fnmr_at_fmr_1%": fnmr_at_fmr(d, lab, 0.01) if n_imp >= 100 else None,
                "fnmr_at_fmr_0.1%": fnmr_at_fmr(d, lab, 0.001) if n_imp >= 1000 else None,

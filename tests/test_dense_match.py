@@ -7,7 +7,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.dense_match import cell_descriptors, dense_similarity, shift_matrices, zscore_fusion
+from models.dense_match import (
+    cell_descriptors,
+    dense_similarity,
+    fused_scores,
+    fusion_calibration,
+    shift_matrices,
+    zscore_fusion,
+)
 from models.siamese import CompactEncoder, resnet18_encoder
 
 
@@ -68,3 +75,34 @@ def test_zscore_fusion_uses_only_the_reference_scores():
     np.testing.assert_allclose(fused, [0.0, 4.0])  # (s - mean) / std of each reference, summed
     with pytest.raises(ValueError, match="distinct"):
         zscore_fusion([np.array([1.0, 1.0])], [np.array([1.0])])
+
+
+def test_fusion_calibration_threshold_and_stored_weights():
+    rng = np.random.default_rng(0)
+    y = np.r_[np.ones(50), np.zeros(200)].astype(int)
+    g = np.where(y == 1, -0.4, -1.0) + 0.2 * rng.standard_normal(len(y))  # −distance
+    d = np.where(y == 1, 0.5, 0.1) + 0.1 * rng.standard_normal(len(y))
+    cal = fusion_calibration(g, d, y, radius=3, min_overlap=4)
+    assert cal["radius"] == 3 and cal["min_overlap"] == 4 and cal["pairs"] == 250
+    fused = fused_scores(cal, g, d)
+    np.testing.assert_allclose(fused, zscore_fusion([g, d], [g, d]))
+    accuracy = np.mean((fused >= cal["threshold"]) == (y == 1))
+    assert accuracy > 0.95  # two informative scores, a threshold chosen on them
+    with pytest.raises(ValueError, match="both classes"):
+        fusion_calibration(g, d, np.ones(len(y), int))
+    with pytest.raises(ValueError, match="not a score-fusion calibration"):
+        fused_scores({"radius": 3}, g, d)
+
+
+def test_model_export_stores_a_fusion_calibration_for_large_enough_inputs(toy_records):
+    from client.local_data import build_client_data
+    from lab.model_export import pooled_fusion
+    from models.preprocess import InputSpec
+    from models.siamese import new_encoder
+
+    net = new_encoder("compact", 8, 0, width=4)
+    big = build_client_data(toy_records, name="c", spec=InputSpec(size=64), seed=0, progress=False)
+    cal = pooled_fusion(net, [big])
+    assert cal is not None and cal["global_std"] > 0 and cal["dense_std"] > 0 and cal["pairs"] == len(big.val_pairs)
+    small = build_client_data(toy_records, name="c", spec=InputSpec(size=32), seed=0, progress=False)
+    assert pooled_fusion(net, [small]) is None  # a 2 x 2 map cannot overlap in MIN_OVERLAP cells

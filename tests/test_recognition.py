@@ -93,3 +93,37 @@ def test_model_without_threshold_needs_one():
     img = np.zeros((32, 32), np.uint8)
     with pytest.raises(ValueError, match="--threshold"):
         verify(m, img, img, dpi_a=None, dpi_b=None)
+
+
+def test_fused_score_needs_the_model_files_calibration_and_uses_it(toy, tmp_path):
+    from data.datasets import load_dataset
+    from models.dense_match import cell_descriptors, dense_similarity, feature_grid
+    from recognition.matching import fused_distances
+
+    model_path, data = toy
+    recs = load_dataset("generic", data, dpi=None)
+    plain = load_model(model_path)
+    with pytest.raises(ValueError, match="no score-fusion calibration"):
+        evaluate(plain, recs, "all", score="fused")
+    cal = {"radius": 1, "min_overlap": 1, "global_mean": -0.5, "global_std": 0.25, "dense_mean": 0.2,
+           "dense_std": 0.1, "threshold": 0.0, "pairs": 10}
+    fused_path = tmp_path / "fused.pt"
+    fused_path.write_bytes(model_bytes(plain.encoder, encoder_name="compact", embedding_dim=16,
+                                       encoder_kwargs={"width": 8}, spec=SPEC, threshold=0.6, method="toy",
+                                       score_fusion=cal))
+    m = load_model(fused_path)
+    metrics, d, pairs = evaluate(m, recs, "all", score="fused")
+    assert metrics["score"] == "fused" and metrics["threshold"] == 0.0 and metrics["eer"] < 0.5
+    # the "distance" is −((−embedding distance − mean) / std + (dense − mean) / std) with the stored weights
+    x = to_tensor_batch([r.image for r in recs], SPEC)
+    with torch.no_grad():
+        e = m.encoder(x)
+    desc, skin = cell_descriptors(m.encoder, x)
+    k = int(np.flatnonzero(pairs.label == 1)[0])
+    a, b = pairs.a[k:k + 1], pairs.b[k:k + 1]
+    g = -float((e[a] - e[b]).norm())
+    dense = float(dense_similarity(desc, skin, a, b, grid=feature_grid(m.encoder, x), radius=1, min_overlap=1)[0])
+    assert d[k] == pytest.approx(-((g + 0.5) / 0.25 + (dense - 0.2) / 0.1), rel=1e-4)
+    assert fused_distances(m, recs, pairs)[k] == pytest.approx(d[k])
+    with pytest.raises(ValueError, match="score"):
+        evaluate(m, recs, "all", score="dense")
