@@ -177,6 +177,17 @@ def recalibrated_bytes(path: str | Path, threshold: float, threshold_source: str
     return buf.getvalue()
 
 
+def with_score_fusion_bytes(path: str | Path, score_fusion: dict) -> bytes:
+    """The model file ``path`` with a new ``score_fusion`` calibration (:mod:`models.dense_match`); everything
+    else, the embedding threshold included, is kept as it was."""
+    load_model(path)  # validates the file
+    payload = torch.load(Path(path), map_location="cpu", weights_only=True)
+    payload["score_fusion"] = dict(score_fusion)
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    return buf.getvalue()
+
+
 def load_model(path: str | Path) -> VerifierModel:
     """Read a model file; errors name the file and what was expected.
 

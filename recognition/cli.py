@@ -306,6 +306,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     report: list = []
     records = _load_data(args.data, args.layout, args.dpi, "--data", args.skip_bad, report)
     records, _ = quality_gate(records, args.min_quality, skip_bad=args.skip_bad, report=report)
+    if args.score == "fused":
+        return _calibrate_fusion(args, model, records, report, target)
     metrics, d, pairs = evaluate(model, records, args.protocol, min_quality=args.min_quality)
     n_imp, n_gen = metrics["n_impostor"], metrics["n_genuine"]
     if args.eer:
@@ -329,6 +331,50 @@ def _calibrate(args: argparse.Namespace) -> int:
     print(f"threshold {point['threshold']:.4f} (was {old}): FMR {100 * point['fmr']:.2f} %, FNMR "
           f"{100 * point['fnmr']:.2f} % on these pairs ({what}; EER {100 * metrics['eer']:.2f} %)\n"
           f"  {source}\n  written: {target} (weights unchanged; fedprint verify --model {target} uses it)")
+    if report:
+        print(f"{len(report)} file(s) skipped (--skip-bad):")
+        _print_skipped(report)
+    return 0
+
+
+def _calibrate_fusion(args: argparse.Namespace, model, records, report: list, target: Path) -> int:
+    """``calibrate --score fused``: the global + dense weights and fused threshold from this folder's pairs."""
+    from data.atomic_io import atomic_write_bytes
+    from models.dense_match import MIN_OVERLAP, RADIUS, fused_scores, fusion_calibration
+    from models.metrics import eer, threshold_at_eer, threshold_at_fmr
+    from models.model_file import with_score_fusion_bytes
+    from recognition.matching import pair_similarities, protocol_pairs
+
+    pairs = protocol_pairs(records, args.protocol)
+    lab = pairs.label
+    n_gen, n_imp = int(lab.sum()), int((lab == 0).sum())
+    if n_gen == 0 or n_imp == 0:
+        raise ValueError(f"--data: {args.data} gives {n_gen} genuine / {n_imp} impostor pairs; both are needed")
+    g, dense = pair_similarities(model, records, pairs, radius=RADIUS, min_overlap=MIN_OVERLAP)
+    if dense.std() == 0:
+        raise ValueError(f"--score fused: the dense match gives the same value for every pair of {args.data} (the "
+                         f"model's {model.spec.size} px input leaves fewer than {MIN_OVERLAP} feature-map cells to "
+                         "overlap); use --score global")
+    cal = fusion_calibration(g, dense, lab)
+    fused = fused_scores(cal, g, dense)
+    if args.eer:
+        point, what = threshold_at_eer(fused, lab, higher_is_genuine=True), "the EER point"
+    else:
+        need = int(round(1.0 / args.fmr))
+        if n_imp < need:
+            raise ValueError(f"--fmr: {n_imp} impostor pairs cannot resolve FMR {100 * args.fmr:g} % (need >= {need}"
+                             f"); use --protocol all, more fingers, a larger --fmr, or --eer")
+        point = threshold_at_fmr(fused, lab, args.fmr, higher_is_genuine=True)
+        what = f"FMR <= {100 * args.fmr:g} %"
+    cal |= {"threshold": float(point["threshold"]), "pairs": n_gen + n_imp,
+            "source": f"calibrated at {what} on {n_gen} genuine / {n_imp} impostor pairs of "
+                      f"{Path(args.data).resolve()} ({args.protocol} protocol)",
+            "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    atomic_write_bytes(target, with_score_fusion_bytes(args.model, cal))
+    print(f"fused score (embedding + dense match): threshold {cal['threshold']:.4f}, FMR {100 * point['fmr']:.2f} "
+          f"%, FNMR {100 * point['fnmr']:.2f} % on these pairs ({what}); EER {100 * eer(fused, lab, True):.2f} % "
+          f"fused vs {100 * eer(g, lab, True):.2f} % embedding alone\n  {cal['source']}\n  written: {target} "
+          f"(weights and embedding threshold unchanged; fedprint evaluate --score fused --model {target} uses it)")
     if report:
         print(f"{len(report)} file(s) skipped (--skip-bad):")
         _print_skipped(report)
@@ -438,6 +484,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     grp = c.add_mutually_exclusive_group()
     grp.add_argument("--fmr", type=_rate, default=0.01, help="target false match rate, in (0, 1)")
     grp.add_argument("--eer", action="store_true", help="calibrate at the equal-error point instead of --fmr")
+    c.add_argument("--score", choices=("global", "fused"), default="global",
+                   help="global: the embedding-distance threshold; fused: the weights and threshold of the "
+                        "embedding + dense-match score (fedprint evaluate --score fused)")
     c.add_argument("-o", "--output", required=True, help="new model file to write (never overwrites)")
     _quality_arg(c)
     _skip_bad_arg(c)

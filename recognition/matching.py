@@ -56,14 +56,14 @@ def score_fusion_of(model: VerifierModel) -> dict:
     return cal
 
 
-def fused_distances(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet) -> np.ndarray:
-    """−(global + dense score) of each pair (lower = same finger, like a distance), with the model's calibration.
+def pair_similarities(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet, *,
+                      radius: int, min_overlap: int) -> tuple[np.ndarray, np.ndarray]:
+    """(−embedding distance, dense match) of each pair (:mod:`models.dense_match`); both higher = same finger.
 
     Runs on the CPU: the dense match compares every cell pair of the two feature maps at each searched shift.
     """
-    from models.dense_match import cell_descriptors, dense_similarity, feature_grid, fused_scores
+    from models.dense_match import cell_descriptors, dense_similarity, feature_grid
 
-    cal = score_fusion_of(model)
     x = torch.cat([to_tensor_batch([r.image for r in records[s:s + 64]], model.spec,
                                    [r.dpi for r in records[s:s + 64]]) for s in range(0, len(records), 64)])
     enc = model.encoder.eval()
@@ -71,8 +71,18 @@ def fused_distances(model: VerifierModel, records: Sequence[FingerprintRecord], 
         emb = torch.cat([enc(x[s:s + 256]) for s in range(0, len(x), 256)]).float()
     desc, skin = cell_descriptors(enc, x)
     g = -(emb[pairs.a] - emb[pairs.b]).norm(dim=1).numpy()
-    dense = dense_similarity(desc, skin, pairs.a, pairs.b, grid=feature_grid(enc, x), radius=int(cal["radius"]),
-                             min_overlap=int(cal["min_overlap"]))
+    dense = dense_similarity(desc, skin, pairs.a, pairs.b, grid=feature_grid(enc, x), radius=radius,
+                             min_overlap=min_overlap)
+    return g, dense
+
+
+def fused_distances(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet) -> np.ndarray:
+    """−(global + dense score) of each pair (lower = same finger, like a distance), with the model's calibration."""
+    from models.dense_match import fused_scores
+
+    cal = score_fusion_of(model)
+    g, dense = pair_similarities(model, records, pairs, radius=int(cal["radius"]),
+                                 min_overlap=int(cal["min_overlap"]))
     return -fused_scores(cal, g, dense)
 
 

@@ -127,3 +127,31 @@ def test_fused_score_needs_the_model_files_calibration_and_uses_it(toy, tmp_path
     assert fused_distances(m, recs, pairs)[k] == pytest.approx(d[k])
     with pytest.raises(ValueError, match="score"):
         evaluate(m, recs, "all", score="dense")
+
+
+def test_calibrate_and_evaluate_with_the_fused_score(toy, tmp_path, capsys):
+    model_path, data = toy
+    # 32 px inputs leave a 2 x 2 feature map: too small to overlap, said in one line
+    assert fedprint_cli.main(["calibrate", "--model", str(model_path), "--data", str(data), "--score", "fused",
+                              "--eer", "-o", str(tmp_path / "no.pt")]) == 2
+    assert "fewer than" in capsys.readouterr().err and not (tmp_path / "no.pt").exists()
+    assert fedprint_cli.main(["evaluate", "--model", str(model_path), "--data", str(data), "--score", "fused",
+                              "--out", str(tmp_path / "ev0")]) == 2
+    assert "no score-fusion calibration" in capsys.readouterr().err
+    # a 64 px model (untrained: the plumbing is under test, not the accuracy)
+    torch.manual_seed(0)
+    spec = InputSpec(size=64)
+    model64 = tmp_path / "m64.pt"
+    model64.write_bytes(model_bytes(build_encoder("compact", 16, width=4), encoder_name="compact", embedding_dim=16,
+                                    encoder_kwargs={"width": 4}, spec=spec, threshold=0.6, method="toy"))
+    data64 = write_generic(stripe_records(n_fingers=6, n_impressions=4, size=64, seed=7), tmp_path / "d64")
+    out = tmp_path / "fused.pt"
+    assert fedprint_cli.main(["calibrate", "--model", str(model64), "--data", str(data64), "--score", "fused",
+                              "--eer", "-o", str(out)]) == 0
+    assert "fused score" in capsys.readouterr().out
+    m = load_model(out)
+    assert m.meta["score_fusion"]["pairs"] == 6 * 6 + 15 * 16 and m.threshold == 0.6  # embedding threshold kept
+    assert fedprint_cli.main(["evaluate", "--model", str(out), "--data", str(data64), "--protocol", "all",
+                              "--score", "fused", "--out", str(tmp_path / "ev")]) == 0
+    metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+    assert metrics["score"] == "fused" and metrics["threshold"] == -m.meta["score_fusion"]["threshold"]
