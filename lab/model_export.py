@@ -20,7 +20,7 @@ from client.local_data import ClientData
 from client.trainer import embed, pair_distances
 from data.atomic_io import atomic_write_bytes
 from fedprint_config import ExperimentConfig
-from models.dense_match import MIN_OVERLAP, cell_descriptors, dense_similarity, feature_grid, fusion_calibration
+from models.dense_match import MIN_OVERLAP, feature_grid, fusion_calibration, pair_dense_scores
 from models.metrics import choose_threshold
 from models.model_file import model_bytes
 from models.preprocess import InputSpec
@@ -60,9 +60,8 @@ def pooled_fusion(net: nn.Module, clients: Sequence[ClientData]) -> dict | None:
         pos = np.searchsorted(used, c.val_pairs.a), np.searchsorted(used, c.val_pairs.b)
         x = c.images[used]
         emb = embed(net, x)
-        desc, skin = cell_descriptors(net, x)
         g.append(-(emb[pos[0]] - emb[pos[1]]).norm(dim=1).numpy())
-        d.append(dense_similarity(desc, skin, *pos, grid=feature_grid(net, x)))
+        d.append(pair_dense_scores(net, x, *pos))
         y.append(c.val_pairs.label)
     if not y:
         return None

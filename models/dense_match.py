@@ -33,6 +33,8 @@ from torch import nn
 RADIUS = 5
 #: Fewest overlapping skin cells for a shift to count.
 MIN_OVERLAP = 6
+#: Rotations of the second print searched by :func:`pair_dense_scores`, in degrees.
+ANGLES = (0.0,)
 #: A cell is skin when its input variance is at least this fraction of the image's largest cell variance.
 SKIN_FRACTION = 0.2
 
@@ -105,7 +107,8 @@ def shift_matrices(h: int, w: int, radius: int) -> torch.Tensor:
 
 
 def dense_similarity(desc: torch.Tensor, skin: torch.Tensor, a, b, *, grid: tuple[int, int],
-                     radius: int = RADIUS, min_overlap: int = MIN_OVERLAP, chunk: int = 1000) -> np.ndarray:
+                     radius: int = RADIUS, min_overlap: int = MIN_OVERLAP, chunk: int = 1000,
+                     desc_b: torch.Tensor | None = None, skin_b: torch.Tensor | None = None) -> np.ndarray:
     """Dense score s(a, b) of the module docstring for the image index pairs (a[k], b[k]); higher = same finger.
 
     Parameters
@@ -123,6 +126,9 @@ def dense_similarity(desc: torch.Tensor, skin: torch.Tensor, a, b, *, grid: tupl
         scores −1 (the lowest cosine).
     chunk : int
         Pairs per batched product (memory: chunk · (H·W)² floats).
+    desc_b, skin_b : Tensor, optional
+        Descriptors and skin of the second image of each pair when they differ from ``desc`` / ``skin`` (the
+        images rotated, :func:`pair_dense_scores`); default: the same.
 
     Returns
     -------
@@ -130,7 +136,9 @@ def dense_similarity(desc: torch.Tensor, skin: torch.Tensor, a, b, *, grid: tupl
         Best mean cosine similarity in [−1, 1].
     """
     h, w = grid
-    if desc.shape[-1] != h * w or skin.shape[-1] != h * w:
+    desc_b = desc if desc_b is None else desc_b
+    skin_b = skin if skin_b is None else skin_b
+    if desc.shape[-1] != h * w or skin.shape[-1] != h * w or desc_b.shape[-1] != h * w:
         raise ValueError(f"dense_similarity: grid {grid} does not match {desc.shape[-1]} cells")
     if min_overlap < 1:
         raise ValueError(f"dense_similarity: min_overlap must be >= 1 cell, got {min_overlap}")
@@ -143,13 +151,43 @@ def dense_similarity(desc: torch.Tensor, skin: torch.Tensor, a, b, *, grid: tupl
     with torch.no_grad():
         for s in range(0, len(a), chunk):
             ia, ib = torch.as_tensor(a[s:s + chunk]), torch.as_tensor(b[s:s + chunk])
-            sim = torch.bmm(desc[ia].transpose(1, 2), desc[ib])  # (P, HW, HW) cosine of every cell pair
-            both = skin[ia][:, :, None] * skin[ib][:, None, :]
+            sim = torch.bmm(desc[ia].transpose(1, 2), desc_b[ib])  # (P, HW, HW) cosine of every cell pair
+            both = skin[ia][:, :, None] * skin_b[ib][:, None, :]
             num = (sim * both).flatten(1) @ shifts
             cnt = both.flatten(1) @ shifts
             score = torch.where(cnt >= min_overlap, num / cnt.clamp(min=1), torch.full_like(num, -1.0))
             out[s:s + chunk] = score.max(dim=1).values.numpy()
     return out
+
+
+def rotate(images: torch.Tensor, degrees: float) -> torch.Tensor:
+    """The inputs rotated by ``degrees`` about their centre (bilinear, 0 outside: the mean of a normalised input)."""
+    if degrees == 0:
+        return images
+    t = np.deg2rad(degrees)
+    theta = torch.tensor([[np.cos(t), -np.sin(t), 0.0], [np.sin(t), np.cos(t), 0.0]], dtype=images.dtype)
+    grid = F.affine_grid(theta.expand(len(images), 2, 3), list(images.shape), align_corners=False)
+    return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+
+
+def pair_dense_scores(encoder: nn.Module, images: torch.Tensor, a, b, *, radius: int = RADIUS,
+                      min_overlap: int = MIN_OVERLAP, angles: tuple[float, ...] = ANGLES) -> np.ndarray:
+    """Dense score of each pair (a[k], b[k]) of ``images``, searched over shifts and over rotations of image b.
+
+    For every angle in ``angles`` (degrees) the second image is rotated and matched at every shift; the score is
+    the best over both. Cost: one forward pass per image and angle, and one :func:`dense_similarity` per angle.
+    """
+    if not angles:
+        raise ValueError("pair_dense_scores: angles must hold at least one rotation (0 for none)")
+    desc, skin = cell_descriptors(encoder, images)
+    grid = feature_grid(encoder, images)
+    best = None
+    for angle in angles:
+        desc_b, skin_b = (desc, skin) if angle == 0 else cell_descriptors(encoder, rotate(images, angle))
+        s = dense_similarity(desc, skin, a, b, grid=grid, radius=radius, min_overlap=min_overlap, desc_b=desc_b,
+                             skin_b=skin_b)
+        best = s if best is None else np.maximum(best, s)
+    return best
 
 
 def zscore_fusion(reference: list[np.ndarray], scores: list[np.ndarray]) -> np.ndarray:
@@ -172,7 +210,8 @@ def zscore_fusion(reference: list[np.ndarray], scores: list[np.ndarray]) -> np.n
 
 
 def fusion_calibration(global_similarity: np.ndarray, dense: np.ndarray, labels: np.ndarray, *,
-                       radius: int = RADIUS, min_overlap: int = MIN_OVERLAP) -> dict:
+                       radius: int = RADIUS, min_overlap: int = MIN_OVERLAP, angles: tuple[float, ...] = ANGLES
+                       ) -> dict:
     """What a model file stores to score ``global + dense`` (:func:`fused_scores`), from VALIDATION pairs.
 
     Parameters
@@ -180,16 +219,16 @@ def fusion_calibration(global_similarity: np.ndarray, dense: np.ndarray, labels:
     global_similarity : ndarray, shape (P,)
         −(embedding distance) of each validation pair.
     dense : ndarray, shape (P,)
-        :func:`dense_similarity` of the same pairs, searched with ``radius`` and ``min_overlap``.
+        :func:`pair_dense_scores` of the same pairs, searched with ``radius``, ``min_overlap`` and ``angles``.
     labels : ndarray, shape (P,)
         1 = same finger, 0 = different fingers (both classes needed: the threshold is chosen on them).
 
     Returns
     -------
     dict
-        ``radius``, ``min_overlap``, the mean and standard deviation of each score over the pairs (the weights
-        of :func:`zscore_fusion`), ``threshold``: the accuracy-optimal fused score (match iff score >= it) and
-        ``pairs``: how many validation pairs set them.
+        ``radius``, ``min_overlap``, ``angles``, the mean and standard deviation of each score over the pairs
+        (the weights of :func:`zscore_fusion`), ``threshold``: the accuracy-optimal fused score (match iff
+        score >= it) and ``pairs``: how many validation pairs set them.
     """
     from models.metrics import choose_threshold
 
@@ -200,7 +239,8 @@ def fusion_calibration(global_similarity: np.ndarray, dense: np.ndarray, labels:
         raise ValueError("fusion_calibration: validation pairs of both classes are needed to choose a threshold")
     fused = zscore_fusion([g, d], [g, d])
     t = choose_threshold(fused, y.astype(int), "accuracy", higher_is_genuine=True)
-    return {"radius": int(radius), "min_overlap": int(min_overlap), "global_mean": float(g.mean()),
+    return {"radius": int(radius), "min_overlap": int(min_overlap), "angles": [float(a) for a in angles],
+            "global_mean": float(g.mean()),
             "global_std": float(g.std()), "dense_mean": float(d.mean()), "dense_std": float(d.std()),
             "threshold": float(t), "pairs": int(len(y))}
 

@@ -340,7 +340,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _calibrate_fusion(args: argparse.Namespace, model, records, report: list, target: Path) -> int:
     """``calibrate --score fused``: the global + dense weights and fused threshold from this folder's pairs."""
     from data.atomic_io import atomic_write_bytes
-    from models.dense_match import MIN_OVERLAP, RADIUS, fused_scores, fusion_calibration
+    from models.dense_match import ANGLES, MIN_OVERLAP, RADIUS, fused_scores, fusion_calibration
     from models.metrics import eer, threshold_at_eer, threshold_at_fmr
     from models.model_file import with_score_fusion_bytes
     from recognition.matching import pair_similarities, protocol_pairs
@@ -350,7 +350,7 @@ def _calibrate_fusion(args: argparse.Namespace, model, records, report: list, ta
     n_gen, n_imp = int(lab.sum()), int((lab == 0).sum())
     if n_gen == 0 or n_imp == 0:
         raise ValueError(f"--data: {args.data} gives {n_gen} genuine / {n_imp} impostor pairs; both are needed")
-    g, dense = pair_similarities(model, records, pairs, radius=RADIUS, min_overlap=MIN_OVERLAP)
+    g, dense = pair_similarities(model, records, pairs, radius=RADIUS, min_overlap=MIN_OVERLAP, angles=ANGLES)
     if dense.std() == 0:
         raise ValueError(f"--score fused: the dense match gives the same value for every pair of {args.data} (the "
                          f"model's {model.spec.size} px input leaves fewer than {MIN_OVERLAP} feature-map cells to "

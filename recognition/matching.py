@@ -57,22 +57,21 @@ def score_fusion_of(model: VerifierModel) -> dict:
 
 
 def pair_similarities(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet, *,
-                      radius: int, min_overlap: int) -> tuple[np.ndarray, np.ndarray]:
+                      radius: int, min_overlap: int, angles: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     """(−embedding distance, dense match) of each pair (:mod:`models.dense_match`); both higher = same finger.
 
     Runs on the CPU: the dense match compares every cell pair of the two feature maps at each searched shift.
     """
-    from models.dense_match import cell_descriptors, dense_similarity, feature_grid
+    from models.dense_match import pair_dense_scores
 
     x = torch.cat([to_tensor_batch([r.image for r in records[s:s + 64]], model.spec,
                                    [r.dpi for r in records[s:s + 64]]) for s in range(0, len(records), 64)])
     enc = model.encoder.eval()
     with torch.no_grad():
         emb = torch.cat([enc(x[s:s + 256]) for s in range(0, len(x), 256)]).float()
-    desc, skin = cell_descriptors(enc, x)
     g = -(emb[pairs.a] - emb[pairs.b]).norm(dim=1).numpy()
-    dense = dense_similarity(desc, skin, pairs.a, pairs.b, grid=feature_grid(enc, x), radius=radius,
-                             min_overlap=min_overlap)
+    dense = pair_dense_scores(enc, x, pairs.a, pairs.b, radius=radius, min_overlap=min_overlap,
+                              angles=tuple(angles))
     return g, dense
 
 
@@ -82,7 +81,7 @@ def fused_distances(model: VerifierModel, records: Sequence[FingerprintRecord], 
 
     cal = score_fusion_of(model)
     g, dense = pair_similarities(model, records, pairs, radius=int(cal["radius"]),
-                                 min_overlap=int(cal["min_overlap"]))
+                                 min_overlap=int(cal["min_overlap"]), angles=cal.get("angles", (0.0,)))
     return -fused_scores(cal, g, dense)
 
 

@@ -106,3 +106,19 @@ def test_model_export_stores_a_fusion_calibration_for_large_enough_inputs(toy_re
     assert cal is not None and cal["global_std"] > 0 and cal["dense_std"] > 0 and cal["pairs"] == len(big.val_pairs)
     small = build_client_data(toy_records, name="c", spec=InputSpec(size=32), seed=0, progress=False)
     assert pooled_fusion(net, [small]) is None  # a 2 x 2 map cannot overlap in MIN_OVERLAP cells
+
+
+def test_rotation_search_finds_a_rotated_copy():
+    from models.dense_match import pair_dense_scores, rotate
+
+    torch.manual_seed(0)
+    enc = CompactEncoder(width=4)
+    x = torch.randn(1, 1, 64, 64)
+    turned = rotate(x, 90.0)  # a quarter turn maps pixel centres onto pixel centres: no interpolation loss
+    assert torch.allclose(rotate(turned, -90.0), x, atol=1e-4)
+    images = torch.cat([x, turned])
+    plain = pair_dense_scores(enc, images, [0], [1], radius=1, min_overlap=4, angles=(0.0,))
+    searched = pair_dense_scores(enc, images, [0], [1], radius=1, min_overlap=4, angles=(0.0, -90.0))
+    assert searched[0] > 0.99 and plain[0] < searched[0] - 0.05
+    with pytest.raises(ValueError, match="angles"):
+        pair_dense_scores(enc, images, [0], [1], angles=())
