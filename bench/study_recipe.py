@@ -47,6 +47,12 @@ def _fcj(real: Path) -> str:
     return f'[[data.sources]]\nkind = "dataset"\nlayout = "generic"\nroot = "{real / "fcj2020_dev"}"\n'
 
 
+def _screen(what: str, *, train: dict | None = None, model: dict | None = None, **extra) -> dict:
+    """A screening variant: the 40-epoch ridge baseline (fcj_rr128_e40) with one setting changed."""
+    return {"what": what, "model": {"input_size": 128, "normalization": "ridge", **(model or {})},
+            "init": "pretrain_ridge", "train": {"epochs": 40, "lr": 5e-4, **(train or {})}, **extra}
+
+
 #: name -> (what it tests, data block, [data] block, [model] keys, [train] keys, init variant or None)
 VARIANTS: dict[str, dict] = {
     "fcj_ft128": {"what": "today's recipe: 128 px crop, per-image standardisation, 40 epochs",
@@ -68,27 +74,19 @@ VARIANTS: dict[str, dict] = {
                       "model": {"input_size": 192, "normalization": "ridge"}, "train": {"epochs": 120, "lr": 5e-4}},
     # Screening at 40 epochs (128 px, ridge): each lever against the same-budget baseline fcj_rr128_e40, over
     # several finger splits with --splits (SCREEN lists them).
-    "fcj_rr128_e40": {"what": "screening baseline: ridge pre-training + ridge fine-tuning, 40 epochs",
-                      "model": {"input_size": 128, "normalization": "ridge"}, "init": "pretrain_ridge",
-                      "train": {"epochs": 40, "lr": 5e-4}},
-    "fcj_rr128_m14_e40": {"what": "contrastive margin 1.4 instead of 1.0 (impostor pairs stay active longer)",
-                          "model": {"input_size": 128, "normalization": "ridge"}, "init": "pretrain_ridge",
-                          "train": {"epochs": 40, "lr": 5e-4, "margin": 1.4}},
-    "fcj_rr128_lr1e3_e40": {"what": "learning rate 1e-3 instead of 5e-4",
-                            "model": {"input_size": 128, "normalization": "ridge"}, "init": "pretrain_ridge",
-                            "train": {"epochs": 40, "lr": 1e-3}},
-    "fcj_rr128_p32_e40": {"what": "32 fingers per batch instead of 16 (more impostor pairs per step)",
-                          "model": {"input_size": 128, "normalization": "ridge"}, "init": "pretrain_ridge",
-                          "train": {"epochs": 40, "lr": 5e-4, "p": 32}},
-    "fcj_rr128_mix_e40": {"what": "FCJ mixed with 150 synthetic fingers (50 per profile) in every epoch",
-                          "mix_synthetic": True, "model": {"input_size": 128, "normalization": "ridge"},
-                          "init": "pretrain_ridge", "train": {"epochs": 40, "lr": 5e-4}},
+    "fcj_rr128_e40": _screen("screening baseline: ridge pre-training + ridge fine-tuning, 40 epochs"),
+    "fcj_rr128_m14_e40": _screen("contrastive margin 1.4 instead of 1.0 (impostor pairs stay active longer)",
+                                 train={"margin": 1.4}),
+    "fcj_rr128_lr1e3_e40": _screen("learning rate 1e-3 instead of 5e-4", train={"lr": 1e-3}),
+    "fcj_rr128_p32_e40": _screen("32 fingers per batch instead of 16 (more impostor pairs per step)",
+                                 train={"p": 32}),
+    "fcj_rr128_mix_e40": _screen("FCJ mixed with 150 synthetic fingers (50 per profile) in every epoch",
+                                 mix_synthetic=True),
     "pretrain_ridge_g3": {"what": "synthetic-only ridge pre-training, 3 x 3 pooling grid (keeps the print's layout)",
                           "synthetic": True, "model": {"input_size": 128, "normalization": "ridge", "pool_grid": 3},
                           "train": {"epochs": 55, "lr": 1e-3}},
-    "fcj_rr128g3_e40": {"what": "3 x 3 pooling grid: grid pre-training + ridge fine-tuning, 40 epochs",
-                        "model": {"input_size": 128, "normalization": "ridge", "pool_grid": 3},
-                        "init": "pretrain_ridge_g3", "train": {"epochs": 40, "lr": 5e-4}},
+    "fcj_rr128g3_e40": _screen("3 x 3 pooling grid: grid pre-training + ridge fine-tuning, 40 epochs",
+                               model={"pool_grid": 3}, init="pretrain_ridge_g3"),
 }
 
 
