@@ -62,41 +62,78 @@ def _scores(enc, emb, images, pairs) -> dict[str, np.ndarray]:
     return {"global": -d, "dense": pair_dense_scores(enc, images, pairs.a, pairs.b)}
 
 
-def score_run(folder: Path, toml: Path) -> list[dict]:
-    """One row per institution: EER / FNMR@FMR1% of the three scores on all held-out pairs (and the classical
-    subset where the run has one)."""
+def score_run(toml: Path, models: dict[str, Path], *, label: str, variant: str, split: int,
+              classical: dict[str, dict] | None = None) -> list[dict]:
+    """One row per model and institution: EER / FNMR@FMR1% of the three scores on all held-out pairs of the run
+    ``toml`` describes (its partition rebuilt), and on the classical matcher's subset where ``classical`` gives it.
+
+    ``models``: name -> model file; ``classical``: institution -> {"pairs", "classical_eer"} of the subset that
+    :func:`lab.train_run.classical_comparison` drew with the run's seed (redrawn here in the same order).
+    """
     cfg, _ = load_experiment(toml)
     cfg = with_base_dir(cfg, ROOT)
-    enc = load_model(_model_file(folder)).encoder.eval()
+    encs = {name: load_model(path).encoder.eval() for name, path in models.items()}
     records, parts = experiment_partitions(cfg, progress=False)
-    classical = {}
-    if (folder / "classical_comparison.csv").is_file():
-        with open(folder / "classical_comparison.csv") as f:
-            classical = {r["client"]: r for r in csv.DictReader(f)}
     rng = np.random.default_rng(cfg.run.seed)  # the draw order of lab.train_run.classical_comparison
     rows = []
     for part in parts:
         c = partition_data(cfg, records, part)
-        emb = embed(enc, c.images)
-        val = _scores(enc, emb, c.images, c.val_pairs)
-        test = _scores(enc, emb, c.images, c.test_pairs)
-        test["global + dense"] = zscore_fusion([val["global"], val["dense"]], [test["global"], test["dense"]])
         lab = c.test_pairs.label
         n_imp = int((lab == 0).sum())
-        row = {"run": folder.name, "institution": c.name, "genuine": int(lab.sum()), "impostor": n_imp}
-        for k, s in test.items():
-            row[f"{k} EER"] = eer(s, lab, higher_is_genuine=True)
-            row[f"{k} FNMR@FMR1%"] = fnmr_at_fmr(s, lab, 0.01, higher_is_genuine=True) if n_imp >= 100 else None
+        pick = None
         if classical:
             pick = np.concatenate([rng.choice(np.flatnonzero(lab == v), size=min(200, int((lab == v).sum())),
                                               replace=False) for v in (1, 0)])
-            if c.name in classical and int(classical[c.name]["pairs"]) == len(pick):
+        for name, enc in encs.items():
+            emb = embed(enc, c.images)
+            val = _scores(enc, emb, c.images, c.val_pairs)
+            test = _scores(enc, emb, c.images, c.test_pairs)
+            test["global + dense"] = zscore_fusion([val["global"], val["dense"]], [test["global"], test["dense"]])
+            row = {"run": label if len(encs) == 1 else f"{label} {name}",
+                   "variant": variant if len(encs) == 1 else f"{variant} {name}", "split": split,
+                   "institution": c.name, "genuine": int(lab.sum()), "impostor": n_imp}
+            for k, sc in test.items():
+                row[f"{k} EER"] = eer(sc, lab, higher_is_genuine=True)
+                row[f"{k} FNMR@FMR1%"] = fnmr_at_fmr(sc, lab, 0.01, higher_is_genuine=True) if n_imp >= 100 else None
+            ref = (classical or {}).get(c.name)
+            if pick is not None and ref is not None and int(ref["pairs"]) == len(pick):
                 row["classical subset pairs"] = len(pick)
-                row["classical EER"] = float(classical[c.name]["classical_eer"])
-                for k, s in test.items():
-                    row[f"{k} EER (classical subset)"] = eer(s[pick], lab[pick], higher_is_genuine=True)
-        rows.append(row)
+                row["classical EER"] = float(ref["classical_eer"])
+                for k, sc in test.items():
+                    row[f"{k} EER (classical subset)"] = eer(sc[pick], lab[pick], higher_is_genuine=True)
+            rows.append(row)
     return rows
+
+
+def train_run_job(folder: Path, toml: Path) -> list[dict]:
+    """A ``fedprint train`` run folder (``<name>`` or ``<name>-s<k>`` for split k of a variant)."""
+    classical = None
+    if (folder / "classical_comparison.csv").is_file():
+        with open(folder / "classical_comparison.csv") as f:
+            classical = {r["client"]: r for r in csv.DictReader(f)}
+    variant, _, split = folder.name.partition("-s")
+    return score_run(toml, {"centralized": _model_file(folder)}, label=folder.name,
+                     variant=variant if split.isdigit() else folder.name, split=int(split) if split.isdigit() else 0,
+                     classical=classical)
+
+
+#: Models of a ``fedprint simulate`` seed folder scored here (those with one shared model file).
+SIMULATE_METHODS = ("centralized", "fedavg", "fedprox", "affr")
+
+
+def simulate_job(folder: Path, classical_csv: Path | None) -> list[dict]:
+    """A ``fedprint simulate --seeds`` seed folder (``experiment.toml``, ``<method>/model.pt``); the classical
+    subset from ``bench/classical_heldout.py``'s CSV when given."""
+    cfg, _ = load_experiment(folder / "experiment.toml")
+    classical = None
+    if classical_csv is not None:
+        with open(classical_csv) as f:
+            classical = {r["institution"]: {"pairs": int(r["genuine"]) + int(r["impostor"]),
+                                            "classical_eer": float(r["classical"])}
+                         for r in csv.DictReader(f) if int(r["seed"]) == cfg.run.seed}
+    models = {m: folder / m / "model.pt" for m in SIMULATE_METHODS if (folder / m / "model.pt").is_file()}
+    return score_run(folder / "experiment.toml", models, label=f"{cfg.run.name} seed {cfg.run.seed}",
+                     variant=cfg.run.name, split=cfg.run.seed, classical=classical)
 
 
 #: Real sets and their layouts, scored whole (all pairs) for a model that never trained on them.
@@ -128,7 +165,8 @@ def score_transfer(model_path: Path, real: Path) -> list[dict]:
                                       min_overlap=int(cal["min_overlap"]), angles=tuple(cal.get("angles", (0.0,))))
             sc["global + dense (stored calibration)"] = fused_scores(cal, sc["global"], dense)
         lab = pairs.label
-        row = {"run": model_path.stem, "institution": name, "genuine": int(lab.sum()),
+        row = {"run": model_path.stem, "variant": model_path.stem, "split": 0, "institution": name,
+               "genuine": int(lab.sum()),
                "impostor": int((lab == 0).sum())}
         for k, v in sc.items():
             row[f"{k} EER"] = eer(v, lab, higher_is_genuine=True)
@@ -164,11 +202,12 @@ def render(rows: list[dict], seconds: float) -> str:
     for r in rows:
         if "global + dense EER" not in r:
             continue
-        by_variant.setdefault((r["run"].split("-s")[0], r["institution"]), []).append(r)
+        by_variant.setdefault((r["variant"], r["institution"]), []).append(r)
     multi = {k: v for k, v in by_variant.items() if len(v) >= 2}
     if multi:
         lines += ["## Paired by split", "",
-                  "Each split holds out other fingers (`[run] seed`); the difference is taken split by split.", "",
+                  "Each split holds out other fingers (`[run] seed`); the difference is taken split by split. "
+                  "An interval that contains 0 is inside the noise.", "",
                   "| variant | institution | splits | mean EER % global / dense / global + dense | "
                   "dense − global, EER points [95 % CI] | (global + dense) − global, EER points [95 % CI] | "
                   "(global + dense) − global, FNMR@FMR1 % points [95 % CI] |", "|---|---|---|---|---|---|---|"]
@@ -185,23 +224,32 @@ def render(rows: list[dict], seconds: float) -> str:
     sub = [r for r in rows if "classical EER" in r]
     if sub:
         lines += ["## Against the classical matcher on the same pairs", "",
-                  "The subset of held-out pairs the run's `--classical-pairs` scored with afis Gabor + Bozorth3 "
-                  "(200 genuine + 200 impostor per institution, all of them where fewer exist).", "",
-                  "A score is marked ✓ where its EER is at or below the classical matcher's. Each score is one "
-                  "fixed rule for every sensor: picking the better score per sensor after seeing the results would "
-                  "be tuning to the test pairs, so no such column is given.", "",
-                  "| run | institution | pairs | classical EER % | global | dense | global + dense |",
-                  "|---|---|---|---|---|---|---|"]
+                  "The subset of held-out pairs the run's `--classical-pairs` (or `bench/classical_heldout.py`) "
+                  "scored with afis Gabor + Bozorth3: 200 genuine + 200 impostor per institution and split, all of "
+                  "them where fewer exist; mean EER over the splits, pairs summed. A score is marked ✓ where its "
+                  "mean EER is at or below the classical matcher's. Each score is one fixed rule for every sensor: "
+                  "picking the better score per sensor after seeing the results would be tuning to the test "
+                  "pairs, so no such column is given.", "",
+                  "| variant | institution | splits | pairs | classical EER % | global | dense | global + dense |",
+                  "|---|---|---|---|---|---|---|---|"]
+        groups: dict[tuple[str, str], list[dict]] = {}
         for r in sub:
-            cells = [f"{_pct(r[f'{k} EER (classical subset)'])}"
-                     + (" ✓" if r[f"{k} EER (classical subset)"] <= r["classical EER"] else "") for k in SCORES]
-            lines.append(f"| {r['run']} | {r['institution']} | {r['classical subset pairs']} | "
-                         f"{_pct(r['classical EER'])} | " + " | ".join(cells) + " |")
-        for run in dict.fromkeys(r["run"] for r in sub):
-            rs = [r for r in sub if r["run"] == run]
-            counts = ", ".join(f"{k} {sum(r[f'{k} EER (classical subset)'] <= r['classical EER'] for r in rs)} of "
-                               f"{len(rs)}" for k in SCORES)
-            lines.append(f"\n{run}: at or below the classical matcher on {counts} sensors.")
+            groups.setdefault((r["variant"], r["institution"]), []).append(r)
+        wins: dict[str, dict[str, int]] = {}
+        for (variant, inst), rs in groups.items():
+            cl = float(np.mean([r["classical EER"] for r in rs]))
+            means = {k: float(np.mean([r[f"{k} EER (classical subset)"] for r in rs])) for k in SCORES}
+            counts = wins.setdefault(variant, {k: 0 for k in SCORES} | {"n": 0})
+            counts["n"] += 1
+            for k in SCORES:
+                counts[k] += means[k] <= cl
+            lines.append(f"| {variant} | {inst} | {len(rs)} | {sum(r['classical subset pairs'] for r in rs):,} | "
+                         f"{_pct(cl)} | " + " | ".join(_pct(means[k]) + (" ✓" if means[k] <= cl else "")
+                                                    for k in SCORES) + " |")
+        lines.append("")
+        for variant, counts in wins.items():
+            lines.append(f"- {variant}: at or below the classical matcher on "
+                         + ", ".join(f"{counts[k]} of {counts['n']} sensors ({k})" for k in SCORES) + ".")
         lines.append("")
     transfer = [r for r in rows if "global + dense EER" not in r]
     if transfer:
@@ -230,7 +278,11 @@ def render(rows: list[dict], seconds: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", nargs="*", default=[], help="run folders, each FOLDER or FOLDER=TOML")
+    ap.add_argument("--run", nargs="*", default=[], help="`fedprint train` run folders, each FOLDER or FOLDER=TOML")
+    ap.add_argument("--simulate", nargs="*", default=[],
+                    help="`fedprint simulate --seeds` seed folders (experiment.toml, <method>/model.pt)")
+    ap.add_argument("--classical-csv", default=None,
+                    help="bench/classical_heldout.py's CSV: the classical matcher on the simulate runs' pairs")
     ap.add_argument("--transfer", nargs="*", default=[],
                     help="model files scored on all pairs of every real set (sets they never trained on)")
     ap.add_argument("--real-samples", default=os.environ.get("FEDPRINT_REAL_SAMPLES", "../shared/data/real"))
@@ -250,14 +302,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.transfer and not real.is_dir():
         print(f"study_dense_match: error: --real-samples: folder not found: {real}", file=sys.stderr)
         return 2
-    if not jobs and not args.transfer:
-        print("study_dense_match: error: nothing to score (give --run and/or --transfer)", file=sys.stderr)
+    sims = [Path(f) for f in args.simulate]
+    for f in sims:
+        if not (f / "experiment.toml").is_file():
+            print(f"study_dense_match: error: --simulate {f}: no experiment.toml (expected a seed folder of "
+                  "`fedprint simulate --seeds`)", file=sys.stderr)
+            return 2
+    classical_csv = Path(args.classical_csv) if args.classical_csv else None
+    if classical_csv is not None and not classical_csv.is_file():
+        print(f"study_dense_match: error: --classical-csv: file not found: {classical_csv}", file=sys.stderr)
+        return 2
+    if not jobs and not sims and not args.transfer:
+        print("study_dense_match: error: nothing to score (give --run, --simulate and/or --transfer)",
+              file=sys.stderr)
         return 2
     t = time.perf_counter()
     rows = []
     for folder, toml in jobs:
         print(f"scoring {folder} ...", flush=True)
-        rows += score_run(folder, toml)
+        rows += train_run_job(folder, toml)
+    for folder in sims:
+        print(f"scoring {folder} ...", flush=True)
+        rows += simulate_job(folder, classical_csv)
     for model in map(Path, args.transfer):
         print(f"scoring {model} on every real set ...", flush=True)
         rows += score_transfer(model, real)
