@@ -72,6 +72,9 @@ VARIANTS: dict[str, dict] = {
                        "train": {"epochs": 120, "lr": 5e-4}},
     "fcj_r192_e120": {"what": "whole print + ridge fine-tuning from the shipped model, 120 epochs",
                       "model": {"input_size": 192, "normalization": "ridge"}, "train": {"epochs": 120, "lr": 5e-4}},
+    "fcj_rr192_lr1e3_e120": {"what": "the best recipe (fcj_rr192_e120) with learning rate 1e-3, the one screened "
+                                     "lever beyond the noise", "model": {"input_size": 192, "normalization": "ridge"},
+                             "init": "pretrain_ridge", "train": {"epochs": 120, "lr": 1e-3}},
     # Screening at 40 epochs (128 px, ridge): each lever against the same-budget baseline fcj_rr128_e40, over
     # several finger splits with --splits (SCREEN lists them).
     "fcj_rr128_e40": _screen("screening baseline: ridge pre-training + ridge fine-tuning, 40 epochs"),
