@@ -80,9 +80,13 @@ def _image_dpi(path: str, given: float | None, option: str) -> tuple[float, str]
     return (dpi, note) if dpi is not None else (DEFAULT_DPI, f"default: {note}")
 
 
-def _threshold_note(model, given: float | None) -> str:
+def _threshold_note(model, given: float | None, score: str = "global") -> str:
     if given is not None:
         return "--threshold"
+    if score == "fused":
+        fusion = model.meta.get("score_fusion") or {}
+        return "model's fused threshold: " + str(fusion.get("source") or f"accuracy-optimal on {fusion.get('pairs')} "
+                                                                       "validation pairs of its training run")
     src = model.threshold_source or "the model file does not say how it was chosen"
     note = f"model's: {src}"
     calib = model.meta.get("calibration")
@@ -190,11 +194,13 @@ def _evaluate(args: argparse.Namespace) -> int:
           f"{metrics['quality_min']:.2f}, median {metrics['quality_median']:.2f}\n"
           f"  EER {100 * metrics['eer']:.2f} %   ROC AUC {metrics['roc_auc']:.4f}   "
           f"FNMR@FMR1% {_pct(metrics['fnmr_at_fmr_1%'])}   FNMR@FMR0.1% {_pct(metrics['fnmr_at_fmr_0.1%'])}")
-    print("  distance thresholds on these pairs (store one with fedprint calibrate; FMR 1 % needs >= 100, 0.1 % "
-          ">= 1000 impostor pairs):")
+    kind = ("fused-score thresholds, as −score, " if args.score == "fused" else "distance thresholds ")
+    print(f"  {kind}on these pairs (store one with fedprint calibrate{' --score fused' * (args.score == 'fused')}; "
+          "FMR 1 % needs >= 100, 0.1 % >= 1000 impostor pairs):")
     print("\n".join(_operating_lines(metrics["operating_points"])))
     if "threshold" in metrics:
-        print(f"  at threshold {metrics['threshold']:.4f} ({_threshold_note(model, args.threshold)}): accuracy "
+        print(f"  at threshold {metrics['threshold']:.4f} ({_threshold_note(model, args.threshold, args.score)}): "
+              f"accuracy "
               f"{metrics['accuracy']:.4f}, FMR {_pct(metrics['fmr_at_threshold'])}, "
               f"FNMR {_pct(metrics['fnmr_at_threshold'])}")
     print(f"  written: {out / 'metrics.json'}, {out / 'scores.csv'}, {out / 'roc_det.png'}")
