@@ -297,9 +297,21 @@ def _identification_line(r, t: float | None) -> str:
     return f"{r.probe} (quality {r.quality:.2f}): {head}; top-{len(r.ranked)} by distance: {top}{truth}"
 
 
+def _operating_point(args: argparse.Namespace, scores, labels, higher_is_genuine: bool = False) -> tuple[dict, str]:
+    """The threshold ``calibrate`` stores: at the EER point (``--eer``) or at FMR <= ``--fmr``, and its name."""
+    from models.metrics import threshold_at_eer, threshold_at_fmr
+
+    if args.eer:
+        return threshold_at_eer(scores, labels, higher_is_genuine), "the EER point"
+    n_imp, need = int((labels == 0).sum()), int(round(1.0 / args.fmr))
+    if n_imp < need:
+        raise ValueError(f"--fmr: {n_imp} impostor pairs cannot resolve FMR {100 * args.fmr:g} % (need >= {need}); "
+                         "use --protocol all, more fingers, a larger --fmr, or --eer")
+    return threshold_at_fmr(scores, labels, args.fmr, higher_is_genuine), f"FMR <= {100 * args.fmr:g} %"
+
+
 def _calibrate(args: argparse.Namespace) -> int:
     from data.atomic_io import atomic_write_bytes
-    from models.metrics import threshold_at_eer, threshold_at_fmr
     from models.model_file import load_model, recalibrated_bytes
     from recognition.matching import evaluate, quality_gate
 
@@ -316,14 +328,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         return _calibrate_fusion(args, model, records, report, target)
     metrics, d, pairs = evaluate(model, records, args.protocol, min_quality=args.min_quality)
     n_imp, n_gen = metrics["n_impostor"], metrics["n_genuine"]
-    if args.eer:
-        point, what = threshold_at_eer(d, pairs.label), "the EER point"
-    else:
-        need = int(round(1.0 / args.fmr))
-        if n_imp < need:
-            raise ValueError(f"--fmr: {n_imp} impostor pairs cannot resolve FMR {100 * args.fmr:g} % (need >= {need}"
-                             f"); use --protocol all, more fingers, a larger --fmr, or --eer")
-        point, what = threshold_at_fmr(d, pairs.label, args.fmr), f"FMR <= {100 * args.fmr:g} %"
+    point, what = _operating_point(args, d, pairs.label)
     source = (f"calibrated at {what} on {n_gen} genuine / {n_imp} impostor pairs of {Path(args.data).resolve()} "
               f"({args.protocol} protocol, {metrics['images']} images of {metrics['fingers']} fingers)")
     calibration = {"data": str(Path(args.data).resolve()), "layout": args.layout, "protocol": args.protocol,
@@ -347,7 +352,7 @@ def _calibrate_fusion(args: argparse.Namespace, model, records, report: list, ta
     """``calibrate --score fused``: the global + dense weights and fused threshold from this folder's pairs."""
     from data.atomic_io import atomic_write_bytes
     from models.dense_match import ANGLES, MIN_OVERLAP, RADIUS, fused_scores, fusion_calibration
-    from models.metrics import eer, threshold_at_eer, threshold_at_fmr
+    from models.metrics import eer
     from models.model_file import with_score_fusion_bytes
     from recognition.matching import pair_similarities, protocol_pairs
 
@@ -363,15 +368,7 @@ def _calibrate_fusion(args: argparse.Namespace, model, records, report: list, ta
                          "overlap); use --score global")
     cal = fusion_calibration(g, dense, lab)
     fused = fused_scores(cal, g, dense)
-    if args.eer:
-        point, what = threshold_at_eer(fused, lab, higher_is_genuine=True), "the EER point"
-    else:
-        need = int(round(1.0 / args.fmr))
-        if n_imp < need:
-            raise ValueError(f"--fmr: {n_imp} impostor pairs cannot resolve FMR {100 * args.fmr:g} % (need >= {need}"
-                             f"); use --protocol all, more fingers, a larger --fmr, or --eer")
-        point = threshold_at_fmr(fused, lab, args.fmr, higher_is_genuine=True)
-        what = f"FMR <= {100 * args.fmr:g} %"
+    point, what = _operating_point(args, fused, lab, higher_is_genuine=True)
     cal |= {"threshold": float(point["threshold"]), "pairs": n_gen + n_imp,
             "source": f"calibrated at {what} on {n_gen} genuine / {n_imp} impostor pairs of "
                       f"{Path(args.data).resolve()} ({args.protocol} protocol)",
