@@ -29,6 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.device import on_device
+
 #: Default search radius in cells (5 cells = 80 input px = about 8 mm at 250 dpi).
 RADIUS = 5
 #: Fewest overlapping skin cells for a shift to count.
@@ -67,16 +69,16 @@ def cell_descriptors(encoder: nn.Module, images: torch.Tensor, *, batch_size: in
     was_training = encoder.training
     encoder.eval()
     maps = []
-    with torch.no_grad():
+    with on_device(encoder, torch.device("cpu")), torch.no_grad():  # the matching itself runs on the CPU
         for s in range(0, len(images), batch_size):
-            x = images[s:s + batch_size]
+            x = images[s:s + batch_size].cpu()
             if getattr(encoder, "channels_last", False):
                 x = x.contiguous(memory_format=torch.channels_last)
             maps.append(encoder.features(x).float().contiguous())
     encoder.train(was_training)
     fmap = torch.cat(maps)
     cell = images.shape[-1] // fmap.shape[-1]
-    x = images.float()
+    x = images.float().cpu()
     var = F.avg_pool2d(x * x, cell) - F.avg_pool2d(x, cell) ** 2
     var = var[:, 0, :fmap.shape[-2], :fmap.shape[-1]].flatten(1)
     skin = (var >= SKIN_FRACTION * var.amax(dim=1, keepdim=True).clamp(min=1e-12)).float()
@@ -85,8 +87,8 @@ def cell_descriptors(encoder: nn.Module, images: torch.Tensor, *, batch_size: in
 
 def feature_grid(encoder: nn.Module, images: torch.Tensor) -> tuple[int, int]:
     """(H, W) of the encoder's last feature map for inputs shaped like ``images``."""
-    with torch.no_grad():
-        x = images[:1]
+    with on_device(encoder, torch.device("cpu")), torch.no_grad():
+        x = images[:1].cpu()
         if getattr(encoder, "channels_last", False):
             x = x.contiguous(memory_format=torch.channels_last)
         h, w = encoder.features(x).shape[-2:]
