@@ -1,24 +1,27 @@
 """Dense matching of the deep feature map beside the embedding, on held-out real prints (issue 22 §2).
 
-For each training run folder (its model and the experiment TOML it ran), the run's own partition is rebuilt (same
-seed, same held-out fingers) and every held-out pair is scored three ways by the SAME network, nothing retrained:
+For each run (a ``fedprint train`` folder with the TOML it ran, or a seed folder of ``fedprint simulate --seeds``
+with every method's model), the run's own partition is rebuilt (same seed, same held-out fingers) and every
+held-out pair is scored three ways by the SAME network, nothing retrained:
 
-* ``global``: the embedding distance (what ``fedprint verify`` uses today);
-* ``dense``: :func:`models.dense_match.dense_similarity`, the best shifted mean cosine of the cell descriptors;
-* ``global + dense``: :func:`models.dense_match.zscore_fusion` of the two, standardised on the run's VALIDATION
-  pairs (no test pair, no label sets a weight).
+* ``global``: the embedding distance (what ``fedprint verify`` uses);
+* ``dense``: :func:`models.dense_match.pair_dense_scores`, the best shifted mean cosine of the cell descriptors;
+* ``global + dense``: :func:`models.dense_match.zscore_fusion` of the two, standardised on each institution's
+  VALIDATION pairs (no test pair, no label sets a weight).
 
-Where the run folder has ``classical_comparison.csv`` (``fedprint train --classical-pairs N``), the three scores
-are also given on the same subset of pairs as the classical matcher (afis Gabor + Bozorth3), beside its EER.
-Splits of one variant (``<name>``, ``<name>-s1``, ...) are paired: the table gives dense / fused minus global
-per split with a Student-t 95 % interval.
+Where the classical matcher (afis Gabor + Bozorth3) scored a subset of the run's pairs (``classical_comparison.csv``
+of ``fedprint train --classical-pairs N``, or ``--classical-csv`` from ``bench/classical_heldout.py`` for simulate
+runs), the three scores are also given on that subset beside its EER. Splits of one variant (``<name>``,
+``<name>-s1``, ... or the seeds of a simulate run) are paired: dense / fused minus global per split, with a
+Student-t 95 % interval. ``--transfer`` scores a model file on all pairs of every real set.
 
     python bench/study_dense_match.py --run runs/recipe/fcj_rr128_e40 runs/recipe/fcj_rr128_e40-s1 ... \\
         runs/real_sensors_pooled=experiments/real_sensors_pooled.toml \\
+        --simulate runs/real_sensors-seeds/seed-0 ... --classical-csv runs/classical_heldout/classical_heldout.csv \\
         --transfer models/pretrained/fedprint-synthetic.pt --out docs/dense_matching
 
 A run folder's TOML is ``<folder>.toml`` beside it unless given as ``folder=toml``. Writes ``<out>.md`` and
-``<out>.csv``.
+``<out>.csv``; the doc ends with the exact command.
 """
 
 from __future__ import annotations
