@@ -10,8 +10,9 @@ both prints have skin (at least ``min_overlap`` of them):
     s(a, b) = max_{|dy|, |dx| <= r}  sum_{(i, j) in O} <u_a(i, j), u_b(i - dy, j - dx)> / |O|,
 
 O being the shifted cells on the print in both images. It is the correlation step of a classical image-based
-matcher (Maltoni et al. 2009, Sec. 4.7) run on learned local features instead of grey levels; rotation is left to
-the training augmentation. The network is the one trained for the embedding; nothing is retrained.
+matcher (Maltoni et al. 2009, Sec. 4.7) run on learned local features instead of grey levels. Rotation is left to
+the training augmentation by default; :func:`pair_dense_scores` can also search rotations of the second print.
+The network is the one trained for the embedding; nothing is retrained.
 
 :func:`zscore_fusion` combines it with the embedding distance into one deep score. Both are outputs of the same
 network: this is not a fusion with a minutiae matcher.
