@@ -5,7 +5,7 @@ with every method's model), the run's own partition is rebuilt (same seed, same 
 held-out pair is scored three ways by the SAME network, nothing retrained:
 
 * ``global``: the embedding distance (what ``fedprint verify`` uses);
-* ``dense``: :func:`models.dense_match.pair_dense_scores`, the best shifted mean cosine of the cell descriptors;
+* ``dense``: :func:`models.dense_match.pair_similarities`, the best shifted mean cosine of the cell descriptors;
 * ``global + dense``: :func:`models.dense_match.zscore_fusion` of the two, standardised on each institution's
   VALIDATION pairs (no test pair, no label sets a weight).
 
@@ -34,22 +34,32 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from client.experiment_data import experiment_partitions, partition_data  # noqa: E402
-from client.trainer import embed  # noqa: E402
 from data.atomic_io import write_csv, write_text  # noqa: E402
 from fedprint_config.app import with_base_dir  # noqa: E402
 from fedprint_config.experiment import load_experiment  # noqa: E402
 from lab.multi_seed import ci95  # noqa: E402
-from models.dense_match import fused_scores, pair_dense_scores, zscore_fusion  # noqa: E402
+from lab.train_run import classical_subset  # noqa: E402
+from models.dense_match import (  # noqa: E402
+    ANGLES,
+    MIN_OVERLAP,
+    RADIUS,
+    PrintFeatures,
+    fused_scores,
+    pair_similarities,
+    print_features,
+    zscore_fusion,
+)
 from models.metrics import eer, fnmr_at_fmr  # noqa: E402
 from models.model_file import load_model  # noqa: E402
 
 SCORES = ("global", "dense", "global + dense")
+#: Genuine and impostor pairs per institution the classical matcher scored (``--classical-pairs`` / ``--pairs``).
+CLASSICAL_PAIRS = 200
 
 
 def _model_file(folder: Path) -> Path:
@@ -59,10 +69,10 @@ def _model_file(folder: Path) -> Path:
     raise FileNotFoundError(f"{folder}: no model_centralized.pt or model.pt (expected a `fedprint train` run folder)")
 
 
-def _scores(enc, emb, images, pairs) -> dict[str, np.ndarray]:
+def _scores(features: PrintFeatures, pairs) -> dict[str, np.ndarray]:
     """Similarities (higher = same finger) of the two scores on ``pairs`` (default search of the dense match)."""
-    d = (emb[pairs.a] - emb[pairs.b]).norm(dim=1).numpy()
-    return {"global": -d, "dense": pair_dense_scores(enc, images, pairs.a, pairs.b)}
+    g, dense = pair_similarities(features, pairs.a, pairs.b)
+    return {"global": g, "dense": dense}
 
 
 def score_run(toml: Path, models: dict[str, Path], *, label: str, variant: str, split: int,
@@ -83,14 +93,11 @@ def score_run(toml: Path, models: dict[str, Path], *, label: str, variant: str, 
         c = partition_data(cfg, records, part)
         lab = c.test_pairs.label
         n_imp = int((lab == 0).sum())
-        pick = None
-        if classical:
-            pick = np.concatenate([rng.choice(np.flatnonzero(lab == v), size=min(200, int((lab == v).sum())),
-                                              replace=False) for v in (1, 0)])
+        pick = classical_subset(lab, CLASSICAL_PAIRS, rng) if classical else None
         for name, enc in encs.items():
-            emb = embed(enc, c.images)
-            val = _scores(enc, emb, c.images, c.val_pairs)
-            test = _scores(enc, emb, c.images, c.test_pairs)
+            features = print_features(enc, c.images)  # once for the validation and the test pairs
+            val = _scores(features, c.val_pairs)
+            test = _scores(features, c.test_pairs)
             test["global + dense"] = zscore_fusion([val["global"], val["dense"]], [test["global"], test["dense"]])
             row = {"run": label if len(encs) == 1 else f"{label} {name}",
                    "variant": variant if len(encs) == 1 else f"{variant} {name}", "split": split,
@@ -139,38 +146,31 @@ def simulate_job(folder: Path, classical_csv: Path | None) -> list[dict]:
                      variant=cfg.run.name, split=cfg.run.seed, classical=classical)
 
 
-#: Real sets and their layouts, scored whole (all pairs) for a model that never trained on them.
-REAL_SETS = {"fcj2020_dev": "generic", "fvc_300x300_b": "fvc", "fvc2002_db1_b": "fvc", "fvc2002_db3_b": "fvc",
-             "pyfnprint_16x8": "generic"}
-
-
 def score_transfer(model_path: Path, real: Path) -> list[dict]:
-    """Global and dense EER / FNMR@FMR1% of a model file on ALL pairs of every real set, and ``global + dense``
-    where the model file stores a fusion calibration (``fedprint calibrate --score fused``): the sets give no
-    validation pairs of their own, so nothing is calibrated on them here."""
+    """Global and dense EER / FNMR@FMR1% of a model file on ALL pairs of every real set under ``real``
+    (:func:`data.real_sets.real_set_dirs`), and ``global + dense`` where the model file stores a fusion
+    calibration (``fedprint calibrate --score fused``): the sets give no validation pairs of their own, so
+    nothing is calibrated on them here. The dense match searches as the calibration says (default otherwise)."""
     from data.datasets import load_dataset
-    from models.preprocess import to_tensor_batch
-    from recognition.matching import protocol_pairs
+    from data.real_sets import real_set_dirs
+    from recognition.matching import pair_similarities, protocol_pairs
 
     model = load_model(model_path)
-    enc = model.encoder.eval()
+    cal = model.meta.get("score_fusion")
+    search = ({"radius": int(cal["radius"]), "min_overlap": int(cal["min_overlap"]),
+               "angles": tuple(cal.get("angles", ANGLES))} if cal
+              else {"radius": RADIUS, "min_overlap": MIN_OVERLAP, "angles": ANGLES})
     rows = []
-    for name, layout in REAL_SETS.items():
-        recs = load_dataset(layout, real / name)
+    for folder, layout in real_set_dirs(real):
+        recs = load_dataset(layout, folder)
         pairs = protocol_pairs(recs, "all")
-        x = torch.cat([to_tensor_batch([r.image for r in recs[s:s + 64]], model.spec, [r.dpi for r in recs[s:s + 64]])
-                       for s in range(0, len(recs), 64)])
-        emb = embed(enc, x)
-        sc = _scores(enc, emb, x, pairs)
-        cal = model.meta.get("score_fusion")
+        g, dense = pair_similarities(model, recs, pairs, **search)
+        sc = {"global": g, "dense": dense}
         if cal:
-            dense = pair_dense_scores(enc, x, pairs.a, pairs.b, radius=int(cal["radius"]),
-                                      min_overlap=int(cal["min_overlap"]), angles=tuple(cal.get("angles", (0.0,))))
-            sc["global + dense (stored calibration)"] = fused_scores(cal, sc["global"], dense)
+            sc["global + dense (stored calibration)"] = fused_scores(cal, g, dense)
         lab = pairs.label
-        row = {"run": model_path.stem, "variant": model_path.stem, "split": 0, "institution": name,
-               "genuine": int(lab.sum()),
-               "impostor": int((lab == 0).sum())}
+        row = {"run": model_path.stem, "variant": model_path.stem, "split": 0, "institution": folder.name,
+               "genuine": int(lab.sum()), "impostor": int((lab == 0).sum())}
         for k, v in sc.items():
             row[f"{k} EER"] = eer(v, lab, higher_is_genuine=True)
             row[f"{k} FNMR@FMR1%"] = fnmr_at_fmr(v, lab, 0.01, higher_is_genuine=True)

@@ -17,10 +17,10 @@ import numpy as np
 from torch import nn
 
 from client.local_data import ClientData
-from client.trainer import embed, pair_distances
+from client.trainer import pair_distances
 from data.atomic_io import atomic_write_bytes
 from fedprint_config import ExperimentConfig
-from models.dense_match import MIN_OVERLAP, feature_grid, fusion_calibration, pair_dense_scores
+from models.dense_match import MIN_OVERLAP, fusion_calibration, pair_similarities, print_features
 from models.metrics import choose_threshold
 from models.model_file import model_bytes
 from models.preprocess import InputSpec
@@ -49,19 +49,18 @@ def pooled_fusion(net: nn.Module, clients: Sequence[ClientData]) -> dict | None:
     validation pairs do not hold both classes, or a score does not vary over them."""
     if not hasattr(net, "features") or not clients:
         return None
-    h, w = feature_grid(net, clients[0].images)
-    if h * w < MIN_OVERLAP:
-        return None
     g, d, y = [], [], []
     for c in clients:
         if not len(c.val_pairs):
             continue
         used = np.unique(np.concatenate([c.val_pairs.a, c.val_pairs.b]))
+        features = print_features(net, c.images[used])
+        if features.grid[0] * features.grid[1] < MIN_OVERLAP:
+            return None
         pos = np.searchsorted(used, c.val_pairs.a), np.searchsorted(used, c.val_pairs.b)
-        x = c.images[used]
-        emb = embed(net, x)
-        g.append(-(emb[pos[0]] - emb[pos[1]]).norm(dim=1).numpy())
-        d.append(pair_dense_scores(net, x, *pos))
+        g_c, d_c = pair_similarities(features, *pos)
+        g.append(g_c)
+        d.append(d_c)
         y.append(c.val_pairs.label)
     if not y:
         return None

@@ -39,6 +39,13 @@ METRIC_COLUMNS = ["client", "domain", "accuracy", "precision", "recall", "f1", "
                   "fmr1000", "n_genuine", "n_impostor", "threshold"]
 
 
+def classical_subset(labels: np.ndarray, n_per_class: int, rng: np.random.Generator) -> np.ndarray:
+    """Indices of ``n_per_class`` genuine then ``n_per_class`` impostor pairs (all of a class that has fewer), drawn
+    without replacement: the subset :func:`classical_comparison` scores (one call per client, in client order)."""
+    return np.concatenate([rng.choice(np.flatnonzero(labels == v), size=min(n_per_class, int((labels == v).sum())),
+                                      replace=False) for v in (1, 0)])
+
+
 def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, seed: int,
                          progress: bool = True, others: Mapping[str, Any] | None = None) -> list[dict]:
     """EER / ROC AUC of the trained verifier and of an independent classical matcher (afis Gabor minutiae +
@@ -57,8 +64,7 @@ def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, se
     rng = np.random.default_rng(seed)
     for c in clients:
         lab = c.test_pairs.label
-        pick = np.concatenate([rng.choice(np.flatnonzero(lab == v), size=min(n_per_class, int((lab == v).sum())),
-                                          replace=False) for v in (1, 0)])
+        pick = classical_subset(lab, n_per_class, rng)
         sub = PairSet(c.test_pairs.a[pick], c.test_pairs.b[pick], lab[pick])
         _, deep_d = evaluate_on_pairs(net, c, sub)
         used = np.unique(np.concatenate([sub.a, sub.b]))

@@ -25,6 +25,9 @@ References
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import lru_cache
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -40,6 +43,36 @@ MIN_OVERLAP = 6
 ANGLES = (0.0,)
 #: A cell is skin when its input variance is at least this fraction of the image's largest cell variance.
 SKIN_FRACTION = 0.2
+
+
+def _feature_maps(encoder: nn.Module, images: torch.Tensor, batch_size: int = 128) -> torch.Tensor:
+    """The encoder's last feature map (N, C, H, W) of ``images``, on the CPU, in eval mode (mode restored)."""
+    if not hasattr(encoder, "features"):
+        raise ValueError(f"cell_descriptors: the encoder {type(encoder).__name__} has no 'features' block; dense "
+                         "matching needs the compact encoder")
+    if images.ndim != 4 or images.shape[1] != 1:
+        raise ValueError(f"cell_descriptors: expected images of shape (N, 1, S, S), got {tuple(images.shape)}")
+    was_training = encoder.training
+    encoder.eval()
+    maps = []
+    with on_device(encoder, torch.device("cpu")), torch.no_grad():  # the matching itself runs on the CPU
+        for s in range(0, len(images), batch_size):
+            x = images[s:s + batch_size].cpu()
+            if getattr(encoder, "channels_last", False):
+                x = x.contiguous(memory_format=torch.channels_last)
+            maps.append(encoder.features(x).float().contiguous())
+    encoder.train(was_training)
+    return torch.cat(maps)
+
+
+def _describe(fmap: torch.Tensor, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(unit-norm descriptors (N, C, H·W), skin mask (N, H·W)) of a feature map and the inputs it came from."""
+    cell = images.shape[-1] // fmap.shape[-1]
+    x = images.float().cpu()
+    var = F.avg_pool2d(x * x, cell) - F.avg_pool2d(x, cell) ** 2
+    var = var[:, 0, :fmap.shape[-2], :fmap.shape[-1]].flatten(1)
+    skin = (var >= SKIN_FRACTION * var.amax(dim=1, keepdim=True).clamp(min=1e-12)).float()
+    return F.normalize(fmap, dim=1).flatten(2), skin
 
 
 def cell_descriptors(encoder: nn.Module, images: torch.Tensor, *, batch_size: int = 128
@@ -62,28 +95,7 @@ def cell_descriptors(encoder: nn.Module, images: torch.Tensor, *, batch_size: in
     skin : Tensor, float32, shape (N, H * W)
         1 where the cell's input variance is at least ``SKIN_FRACTION`` of the image's largest cell variance.
     """
-    if not hasattr(encoder, "features"):
-        raise ValueError(f"cell_descriptors: the encoder {type(encoder).__name__} has no 'features' block; dense "
-                         "matching needs the compact encoder")
-    if images.ndim != 4 or images.shape[1] != 1:
-        raise ValueError(f"cell_descriptors: expected images of shape (N, 1, S, S), got {tuple(images.shape)}")
-    was_training = encoder.training
-    encoder.eval()
-    maps = []
-    with on_device(encoder, torch.device("cpu")), torch.no_grad():  # the matching itself runs on the CPU
-        for s in range(0, len(images), batch_size):
-            x = images[s:s + batch_size].cpu()
-            if getattr(encoder, "channels_last", False):
-                x = x.contiguous(memory_format=torch.channels_last)
-            maps.append(encoder.features(x).float().contiguous())
-    encoder.train(was_training)
-    fmap = torch.cat(maps)
-    cell = images.shape[-1] // fmap.shape[-1]
-    x = images.float().cpu()
-    var = F.avg_pool2d(x * x, cell) - F.avg_pool2d(x, cell) ** 2
-    var = var[:, 0, :fmap.shape[-2], :fmap.shape[-1]].flatten(1)
-    skin = (var >= SKIN_FRACTION * var.amax(dim=1, keepdim=True).clamp(min=1e-12)).float()
-    return F.normalize(fmap, dim=1).flatten(2), skin
+    return _describe(_feature_maps(encoder, images, batch_size), images)
 
 
 def feature_grid(encoder: nn.Module, images: torch.Tensor) -> tuple[int, int]:
@@ -96,8 +108,12 @@ def feature_grid(encoder: nn.Module, images: torch.Tensor) -> tuple[int, int]:
     return int(h), int(w)
 
 
+@lru_cache(maxsize=8)
 def shift_matrices(h: int, w: int, radius: int) -> torch.Tensor:
-    """(H·W·H·W, (2r+1)²) 0/1 matrix: column k marks the cell pairs ((i, j), (i − dy, j − dx)) of shift k."""
+    """(H·W·H·W, (2r+1)²) 0/1 matrix: column k marks the cell pairs ((i, j), (i − dy, j − dx)) of shift k.
+
+    Cached (a few MB for a 12 x 12 map, built once per grid and radius); callers must not modify it.
+    """
     if radius < 0:
         raise ValueError(f"shift_matrices: radius must be >= 0 cells, got {radius}")
     yy, xx = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
@@ -173,6 +189,55 @@ def rotate(images: torch.Tensor, degrees: float) -> torch.Tensor:
     return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
 
+@dataclass(frozen=True)
+class PrintFeatures:
+    """What the two scores need of a batch of inputs, computed once for any number of pair sets.
+
+    ``embedding`` (N, d) unit-norm embeddings; ``grid`` (H, W) of the feature map; ``desc`` / ``skin`` the
+    cell descriptors and skin of the inputs (:func:`cell_descriptors`); ``turned``: rotation angle in degrees ->
+    (descriptors, skin) of the inputs rotated by it, for the second image of a pair (0: the inputs as they are).
+    """
+
+    embedding: torch.Tensor
+    grid: tuple[int, int]
+    desc: torch.Tensor
+    skin: torch.Tensor
+    turned: dict[float, tuple[torch.Tensor, torch.Tensor]]
+
+
+def print_features(encoder: nn.Module, images: torch.Tensor, angles: tuple[float, ...] = ANGLES) -> PrintFeatures:
+    """Embeddings and cell descriptors of ``images``, and descriptors of the images rotated by each of ``angles``.
+
+    One forward pass per image and non-zero angle, plus one: the embedding is pooled from the same feature map as
+    the unrotated descriptors.
+    """
+    if not angles:
+        raise ValueError("pair_dense_scores: angles must hold at least one rotation (0 for none)")
+    fmap = _feature_maps(encoder, images)
+    with torch.no_grad():
+        emb = encoder.project(encoder.pool(fmap).flatten(1)).float()
+    desc, skin = _describe(fmap, images)
+    turned = {a: (desc, skin) if a == 0 else cell_descriptors(encoder, rotate(images.float().cpu(), a))
+              for a in dict.fromkeys(float(x) for x in angles)}
+    return PrintFeatures(embedding=emb, grid=(int(fmap.shape[-2]), int(fmap.shape[-1])), desc=desc, skin=skin,
+                         turned=turned)
+
+
+def pair_similarities(features: PrintFeatures, a, b, *, radius: int = RADIUS, min_overlap: int = MIN_OVERLAP
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """(−embedding distance, dense score) of each pair (a[k], b[k]); both higher = same finger.
+
+    The dense score is the best over shifts (:func:`dense_similarity`) and over the rotations of the second
+    image that ``features`` holds.
+    """
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    f = features
+    g = -(f.embedding[a] - f.embedding[b]).norm(dim=1).numpy()
+    dense = [dense_similarity(f.desc, f.skin, a, b, grid=f.grid, radius=radius, min_overlap=min_overlap,
+                              desc_b=desc_b, skin_b=skin_b) for desc_b, skin_b in f.turned.values()]
+    return g, np.max(dense, axis=0)
+
+
 def pair_dense_scores(encoder: nn.Module, images: torch.Tensor, a, b, *, radius: int = RADIUS,
                       min_overlap: int = MIN_OVERLAP, angles: tuple[float, ...] = ANGLES) -> np.ndarray:
     """Dense score of each pair (a[k], b[k]) of ``images``, searched over shifts and over rotations of image b.
@@ -180,17 +245,16 @@ def pair_dense_scores(encoder: nn.Module, images: torch.Tensor, a, b, *, radius:
     For every angle in ``angles`` (degrees) the second image is rotated and matched at every shift; the score is
     the best over both. Cost: one forward pass per image and angle, and one :func:`dense_similarity` per angle.
     """
-    if not angles:
-        raise ValueError("pair_dense_scores: angles must hold at least one rotation (0 for none)")
-    desc, skin = cell_descriptors(encoder, images)
-    grid = feature_grid(encoder, images)
-    best = None
-    for angle in angles:
-        desc_b, skin_b = (desc, skin) if angle == 0 else cell_descriptors(encoder, rotate(images, angle))
-        s = dense_similarity(desc, skin, a, b, grid=grid, radius=radius, min_overlap=min_overlap, desc_b=desc_b,
-                             skin_b=skin_b)
-        best = s if best is None else np.maximum(best, s)
-    return best
+    return pair_similarities(print_features(encoder, images, angles), a, b, radius=radius,
+                             min_overlap=min_overlap)[1]
+
+
+def _standardised_sum(scores: list[np.ndarray], stats: list[tuple[float, float]]) -> np.ndarray:
+    """Σ_k (scores[k] − mean_k) / std_k with the given (mean, std) of each score."""
+    fused = np.zeros(len(scores[0]), float)
+    for s, (mean, sd) in zip(scores, stats, strict=True):
+        fused += (np.asarray(s, float) - mean) / sd
+    return fused
 
 
 def zscore_fusion(reference: list[np.ndarray], scores: list[np.ndarray]) -> np.ndarray:
@@ -202,14 +266,14 @@ def zscore_fusion(reference: list[np.ndarray], scores: list[np.ndarray]) -> np.n
     """
     if len(reference) != len(scores) or not scores:
         raise ValueError("zscore_fusion: one reference set per score is needed")
-    fused = np.zeros(len(scores[0]), float)
-    for ref, s in zip(reference, scores, strict=True):
+    stats = []
+    for ref in reference:
         ref = np.asarray(ref, float)
         sd = float(ref.std())
         if len(ref) < 2 or not np.isfinite(sd) or sd == 0:
             raise ValueError("zscore_fusion: a reference set needs at least two distinct finite scores")
-        fused += (np.asarray(s, float) - float(ref.mean())) / sd
-    return fused
+        stats.append((float(ref.mean()), sd))
+    return _standardised_sum(scores, stats)
 
 
 def fusion_calibration(global_similarity: np.ndarray, dense: np.ndarray, labels: np.ndarray, *,
@@ -240,12 +304,11 @@ def fusion_calibration(global_similarity: np.ndarray, dense: np.ndarray, labels:
         raise ValueError("fusion_calibration: the two scores and the labels need one value per validation pair")
     if y.min() == y.max():
         raise ValueError("fusion_calibration: validation pairs of both classes are needed to choose a threshold")
-    fused = zscore_fusion([g, d], [g, d])
-    t = choose_threshold(fused, y.astype(int), "accuracy", higher_is_genuine=True)
-    return {"radius": int(radius), "min_overlap": int(min_overlap), "angles": [float(a) for a in angles],
-            "global_mean": float(g.mean()),
-            "global_std": float(g.std()), "dense_mean": float(d.mean()), "dense_std": float(d.std()),
-            "threshold": float(t), "pairs": int(len(y))}
+    cal = {"radius": int(radius), "min_overlap": int(min_overlap), "angles": [float(a) for a in angles],
+           "global_mean": float(g.mean()), "global_std": float(g.std()), "dense_mean": float(d.mean()),
+           "dense_std": float(d.std()), "pairs": int(len(y))}
+    t = choose_threshold(fused_scores(cal, g, d), y.astype(int), "accuracy", higher_is_genuine=True)
+    return cal | {"threshold": float(t)}
 
 
 def fused_scores(calibration: dict, global_similarity: np.ndarray, dense: np.ndarray) -> np.ndarray:
@@ -257,4 +320,4 @@ def fused_scores(calibration: dict, global_similarity: np.ndarray, dense: np.nda
         raise ValueError(f"fused_scores: not a score-fusion calibration: {calibration!r}") from None
     if not (gs > 0 and ds > 0):
         raise ValueError(f"fused_scores: the calibration's standard deviations must be > 0, got {gs} and {ds}")
-    return (np.asarray(global_similarity, float) - gm) / gs + (np.asarray(dense, float) - dm) / ds
+    return _standardised_sum([global_similarity, dense], [(gm, gs), (dm, ds)])

@@ -56,23 +56,23 @@ def score_fusion_of(model: VerifierModel) -> dict:
     return cal
 
 
+def model_inputs(model: VerifierModel, records: Sequence[FingerprintRecord], batch_size: int = 64) -> torch.Tensor:
+    """The network inputs (N, 1, S, S) of ``records``, prepared as ``model`` was trained (on the CPU)."""
+    return torch.cat([to_tensor_batch([r.image for r in records[s:s + batch_size]], model.spec,
+                                      [r.dpi for r in records[s:s + batch_size]])
+                      for s in range(0, len(records), batch_size)])
+
+
 def pair_similarities(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet, *,
                       radius: int, min_overlap: int, angles: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     """(−embedding distance, dense match) of each pair (:mod:`models.dense_match`); both higher = same finger.
 
     Runs on the CPU: the dense match compares every cell pair of the two feature maps at each searched shift.
     """
-    from models.dense_match import pair_dense_scores
+    from models import dense_match
 
-    x = torch.cat([to_tensor_batch([r.image for r in records[s:s + 64]], model.spec,
-                                   [r.dpi for r in records[s:s + 64]]) for s in range(0, len(records), 64)])
-    enc = model.encoder.eval()
-    with torch.no_grad():
-        emb = torch.cat([enc(x[s:s + 256]) for s in range(0, len(x), 256)]).float()
-    g = -(emb[pairs.a] - emb[pairs.b]).norm(dim=1).numpy()
-    dense = pair_dense_scores(enc, x, pairs.a, pairs.b, radius=radius, min_overlap=min_overlap,
-                              angles=tuple(angles))
-    return g, dense
+    features = dense_match.print_features(model.encoder, model_inputs(model, records), tuple(angles))
+    return dense_match.pair_similarities(features, pairs.a, pairs.b, radius=radius, min_overlap=min_overlap)
 
 
 def fused_distances(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet) -> np.ndarray:
