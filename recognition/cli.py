@@ -27,7 +27,14 @@ DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "pretrained" / 
 DEFAULT_DPI = 500.0
 SCORES_HELP = ("distance: Euclidean distance of the two unit-norm embeddings, in [0, 2]; lower = more alike; "
                "match iff distance <= threshold. score = 1 - distance / 2, in [0, 1]; higher = more alike. "
+               "With --score fused: score = embedding + dense match of the feature maps, each standardised as the "
+               "model file stores; distance = -score. "
                "quality: print quality in [0, 1] (ridge area x clarity; below --min-quality an image is refused).")
+#: recognition.matching.SCORES, named here so that `--help` does not import torch (a test keeps them equal).
+SCORES = ("global", "fused")
+SCORE_HELP = ("global: embedding distance; fused: embedding + dense match of the feature maps, weighted as the "
+              "model file stores (fedprint train / simulate write it; fedprint calibrate --score fused); distances "
+              "are then -(fused score) and the default threshold is the model's fused one")
 
 
 def _model_arg(p: argparse.ArgumentParser) -> None:
@@ -98,6 +105,9 @@ def _threshold_note(model, given: float | None, score: str = "global") -> str:
 
 def _verify(args: argparse.Namespace) -> int:
     if args.template:  # protected template (issue 26)
+        if args.score != "global":
+            raise ValueError("--score fused: a protected template is matched by its own scheme, not by the network's "
+                             "feature maps; leave --score out with --template")
         from recognition.template_cli import verify_with_template
 
         args.dpi = DEFAULT_DPI if args.dpi is None else args.dpi
@@ -114,18 +124,19 @@ def _verify(args: argparse.Namespace) -> int:
     dpi_b = _image_dpi(args.b, args.dpi_b if args.dpi_b is not None else args.dpi,
                        "--dpi-b" if args.dpi_b is not None else "--dpi")
     res = verify(model, a, b, dpi_a=dpi_a[0], dpi_b=dpi_b[0], threshold=args.threshold,
-                 min_quality=args.min_quality, names=(args.a, args.b))
-    source = _threshold_note(model, args.threshold)
+                 min_quality=args.min_quality, names=(args.a, args.b), score=args.score)
+    source = _threshold_note(model, args.threshold, args.score)
     if args.json:
         print(json.dumps({"match": res["match"], "distance": res["distance"], "score": res["score"],
-                          "threshold": res["threshold"], "threshold_source": source,
+                          "score_kind": args.score, "threshold": res["threshold"], "threshold_source": source,
                           "quality": {"a": res["quality_a"], "b": res["quality_b"]},
                           "min_quality": args.min_quality, "model": str(args.model),
                           "dpi": {"a": {"value": dpi_a[0], "source": dpi_a[1]},
                                   "b": {"value": dpi_b[0], "source": dpi_b[1]}}}))
     else:
         verdict, rel = ("MATCH", "<=") if res["match"] else ("NO MATCH", ">")
-        print(f"{verdict}: distance {res['distance']:.4f} {rel} threshold {res['threshold']:.4f} "
+        kind = "fused distance (-score)" if args.score == "fused" else "distance"
+        print(f"{verdict}: {kind} {res['distance']:.4f} {rel} threshold {res['threshold']:.4f} "
               f"(score {res['score']:.4f}; quality A {res['quality_a']:.2f}, B {res['quality_b']:.2f})\n"
               f"  threshold: {source}\n"
               f"  dpi: A {dpi_a[0]:g} ({dpi_a[1]}), B {dpi_b[0]:g} ({dpi_b[1]})")
@@ -231,7 +242,7 @@ def _probe_records(args: argparse.Namespace, gallery: list, report: list) -> tup
 def _identify(args: argparse.Namespace) -> int:
     from data.atomic_io import check_new_folder, staged_folder, write_json
     from models.model_file import load_model
-    from recognition.matching import cmc, identify, quality_gate
+    from recognition.matching import cmc, decision_threshold, identify, quality_gate
 
     out = check_new_folder(args.out) if args.out else None
     model = load_model(args.model)
@@ -240,11 +251,12 @@ def _identify(args: argparse.Namespace) -> int:
     gallery, _ = quality_gate(gallery, args.min_quality, skip_bad=args.skip_bad, report=report)
     probes, known, probe_dpi = _probe_records(args, gallery, report)
     results = identify(model, gallery, probes, top_k=args.top_k, probe_identities_known=known,
-                       threshold=args.threshold, min_quality=args.min_quality, skip_bad=args.skip_bad, report=report)
-    t = args.threshold if args.threshold is not None else model.threshold
-    summary = {"probes": len(results), "gallery_images": len(gallery),
+                       threshold=args.threshold, min_quality=args.min_quality, skip_bad=args.skip_bad, report=report,
+                       score=args.score)
+    t = decision_threshold(model, args.threshold, args.score)
+    summary = {"probes": len(results), "score": args.score, "gallery_images": len(gallery),
                "gallery_identities": len({g.identity for g in gallery}), "threshold": t,
-               "threshold_source": _threshold_note(model, args.threshold) if t is not None else None,
+               "threshold_source": _threshold_note(model, args.threshold, args.score) if t is not None else None,
                "min_quality": args.min_quality, "gallery_dpi": sorted({float(g.dpi) for g in gallery}),
                "probe_dpi": probe_dpi, "not_enrolled": sum(r.candidate is None for r in results) if t is not None
                else None, "skipped": [{"path": str(p), "reason": r} for p, r in report]}
@@ -264,7 +276,7 @@ def _identify(args: argparse.Namespace) -> int:
         print(json.dumps({**summary, "results": rows}))
         return 0
     for r in results[: args.show]:
-        print(_identification_line(r, t))
+        print(_identification_line(r, t, "fused distance (-score)" if args.score == "fused" else "distance"))
     if len(results) > args.show:
         print(f"... {len(results) - args.show} more probes (--show, --json or --out for all)")
     g_dpi = ", ".join(f"{x:g}" for x in summary["gallery_dpi"])
@@ -284,17 +296,17 @@ def _identify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _identification_line(r, t: float | None) -> str:
+def _identification_line(r, t: float | None, kind: str = "distance") -> str:
     top = ", ".join(f"{n} {d:.3f}" for n, d in r.ranked)
     if t is None:
         head = "no threshold (closed set)"
     elif r.candidate is not None:
-        head = f"{r.candidate} (distance {r.ranked[0][1]:.3f} <= {t:.3f})"
+        head = f"{r.candidate} ({kind} {r.ranked[0][1]:.3f} <= {t:.3f})"
     else:
         nearest = f"nearest {r.ranked[0][0]} at {r.ranked[0][1]:.3f} > {t:.3f}" if r.ranked else "no candidate"
         head = f"not enrolled ({nearest})"
     truth = f"   [true {r.identity}: rank {r.rank}]" if r.identity is not None else ""
-    return f"{r.probe} (quality {r.quality:.2f}): {head}; top-{len(r.ranked)} by distance: {top}{truth}"
+    return f"{r.probe} (quality {r.quality:.2f}): {head}; top-{len(r.ranked)} by {kind}: {top}{truth}"
 
 
 def _operating_point(args: argparse.Namespace, scores, labels, higher_is_genuine: bool = False) -> tuple[dict, str]:
@@ -421,6 +433,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "resolution, 100-2000 dpi, else 500; SOCOFing: give 170)")
     v.add_argument("--dpi-a", type=positive_float, default=None, help="resolution of A (default: --dpi)")
     v.add_argument("--dpi-b", type=positive_float, default=None, help="resolution of B (default: --dpi)")
+    v.add_argument("--score", choices=SCORES, default="global", help=SCORE_HELP)
     _quality_arg(v)
     v.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     add_device_arg(v)
@@ -436,10 +449,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fvc: all genuine pairs + first-impression impostor pairs; all: every pair")
     e.add_argument("--threshold", type=finite_float, default=None,
                    help="threshold for accuracy/FMR/FNMR (default: model's)")
-    e.add_argument("--score", choices=("global", "fused"), default="global",
-                   help="global: embedding distance; fused: embedding + dense match of the feature maps, weighted "
-                        "as the model file stores (fedprint train / simulate write it); distances are then "
-                        "-(fused score)")
+    e.add_argument("--score", choices=SCORES, default="global", help=SCORE_HELP)
     e.add_argument("--out", default=None, help="output folder, new or empty; written only when the evaluation "
                                                "succeeds (default: runs/evaluate-<UTC time>)")
     _quality_arg(e)
@@ -465,6 +475,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--threshold", type=finite_float, default=None,
                    help="open-set distance threshold: a probe whose nearest identity lies further is 'not "
                         "enrolled' (default: the model's)")
+    i.add_argument("--score", choices=SCORES, default="global",
+                   help=SCORE_HELP + " (every probe is dense-matched against every gallery image: ~1 ms per pair)")
     i.add_argument("--top-k", type=positive_int, default=5, help="gallery identities listed per probe")
     i.add_argument("--show", type=positive_int, default=10, help="probes printed")
     i.add_argument("--json", action="store_true", help="print one JSON object (all probes) instead of text")
@@ -487,7 +499,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     grp = c.add_mutually_exclusive_group()
     grp.add_argument("--fmr", type=_rate, default=0.01, help="target false match rate, in (0, 1)")
     grp.add_argument("--eer", action="store_true", help="calibrate at the equal-error point instead of --fmr")
-    c.add_argument("--score", choices=("global", "fused"), default="global",
+    c.add_argument("--score", choices=SCORES, default="global",
                    help="global: the embedding-distance threshold; fused: the weights and threshold of the "
                         "embedding + dense-match score (fedprint evaluate --score fused)")
     c.add_argument("-o", "--output", required=True, help="new model file to write (never overwrites)")

@@ -155,3 +155,35 @@ def test_calibrate_and_evaluate_with_the_fused_score(toy, tmp_path, capsys):
                               "--score", "fused", "--out", str(tmp_path / "ev")]) == 0
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     assert metrics["score"] == "fused" and metrics["threshold"] == -m.meta["score_fusion"]["threshold"]
+    # verify and identify with the fused score agree with evaluate's fused distances on the same pairs
+    from data.datasets import load_dataset
+    from recognition.matching import fused_distances, verify
+
+    recs = load_dataset("generic", data64, dpi=None)
+    ref = fused_distances(m, recs, protocol_pairs(recs, "all"))
+    res = verify(m, recs[0].image, recs[1].image, dpi_a=None, dpi_b=None, score="fused")
+    assert res["distance"] == pytest.approx(ref[0], rel=1e-5) and res["score"] == pytest.approx(-ref[0], rel=1e-5)
+    assert res["threshold"] == -m.meta["score_fusion"]["threshold"]
+    assert res["match"] == (res["distance"] <= res["threshold"])
+    found = identify(m, recs[2:], recs[:1], top_k=24, score="fused")[0]
+    pair_k = {j: k for k, j in enumerate(range(1, len(recs)))}  # "all" pairs of record 0: (0, 1), (0, 2), ...
+    best_ref = min(ref[pair_k[j]] for j in range(2, len(recs)) if recs[j].identity == recs[0].identity)
+    own = dict(found.ranked)[recs[0].identity]
+    assert own == pytest.approx(best_ref, rel=1e-5)
+    a, b = (str(r.source) for r in recs[:2])
+    capsys.readouterr()
+    code = fedprint_cli.main(["verify", a, b, "--model", str(out), "--score", "fused", "--json"])
+    got = json.loads(capsys.readouterr().out)
+    assert got["score_kind"] == "fused" and got["distance"] == pytest.approx(ref[0], rel=1e-5)
+    assert code == (0 if got["match"] else 1) and "fused" in got["threshold_source"]
+    assert fedprint_cli.main(["identify", "--model", str(out), "--gallery", str(data64), "--probe", a,
+                              "--score", "fused", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["score"] == "fused"
+    assert fedprint_cli.main(["verify", a, b, "--model", str(model64), "--score", "fused"]) == 2
+    assert "no score-fusion calibration" in capsys.readouterr().err
+
+
+def test_cli_score_choices_are_the_matchers():
+    from recognition import cli, matching
+
+    assert cli.SCORES == matching.SCORES
