@@ -141,7 +141,7 @@ def train_siamese(
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(int(cfg.seed))
     opt = optimizer or torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
-    aug = AugmentSpec() if cfg.augment else AugmentSpec.off()
+    aug = AugmentSpec(scale=cfg.scale_jitter, texture=cfg.texture) if cfg.augment else AugmentSpec.off()
     if cfg.sampler == "pk":
         used, labels = identities_from_pairs(pairs)
         per_epoch = max(1, math.ceil(len(used) / (cfg.p * cfg.k)))

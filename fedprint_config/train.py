@@ -28,6 +28,12 @@ class TrainConfig:
     augment : bool
         Random placement, plastic distortion, contrast/dryness and partial-contact augmentation of every training
         batch (:mod:`models.augment`; default True).
+    scale_jitter : float
+        Maximum relative scale change of the placement augmentation (default 0.05: factors in [0.95, 1.05]); a
+        wider range also randomises the ridge period (synthetic profiles draw coarser ridges than most sensors).
+    texture : float
+        Strength in [0, 1] of the sensor-texture randomisation (pores, broken ridges, uneven ridge width, creases,
+        blur, ink response; :func:`models.augment.sensor_texture`; default 0: off). Needs ``augment``.
     schedule : str
         ``"cosine"`` (default: linear warm-up over the first 5 % of steps, cosine decay to 5 % of ``lr`` over
         one call of the trainer, i.e. one federated round) or ``"constant"``.
@@ -52,6 +58,8 @@ class TrainConfig:
     p: int = 16
     k: int = 4
     augment: bool = True
+    scale_jitter: float = 0.05
+    texture: float = 0.0
     schedule: str = "cosine"
     balance: bool = True
     batch_size: int = 32
@@ -68,6 +76,8 @@ class TrainConfig:
             "p": self.p >= 2,
             "k": self.k >= 2,
             "schedule": self.schedule in SCHEDULES,
+            "scale_jitter": 0 <= self.scale_jitter < 1,
+            "texture": 0 <= self.texture <= 1,
             "batch_size": self.batch_size >= 1,
             "margin": self.margin > 0,
             "impostor_ratio": self.impostor_ratio > 0,
@@ -76,4 +86,5 @@ class TrainConfig:
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
             raise ValueError(f"train: invalid value for {', '.join(bad)} (sampler one of {SAMPLERS}, schedule one "
-                             f"of {SCHEDULES}, p and k >= 2, positive numbers elsewhere): {asdict(self)}")
+                             f"of {SCHEDULES}, p and k >= 2, scale_jitter in [0, 1), texture in [0, 1], positive "
+                             f"numbers elsewhere): {asdict(self)}")

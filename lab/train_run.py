@@ -189,6 +189,15 @@ def _dp_section(dp: dict) -> str:
                       for r in dp["per_model"] if r["finger_delta"] >= 1.0))
 
 
+def _augment_label(train) -> str:
+    """``on`` / ``off`` plus the non-default strengths (scale jitter, sensor texture) for the run report."""
+    if not train.augment:
+        return "off"
+    extra = [f"scale ±{train.scale_jitter:g}"] if train.scale_jitter != 0.05 else []
+    extra += [f"sensor texture {train.texture:g}"] if train.texture > 0 else []
+    return "on" + (f" ({', '.join(extra)})" if extra else "")
+
+
 def _report(cfg, mode, clients, rows, avg, history, seconds, dp, real) -> str:
     fp = "FP-DFSN on (perturbation, not differential privacy)" if cfg.fpdfsn.enabled else "FP-DFSN off"
     dp_line = (f"; **DP-SGD on** (max ε = {dp['max_epsilon']:.3g}, see below)" if dp["enabled"]
@@ -200,7 +209,7 @@ def _report(cfg, mode, clients, rows, avg, history, seconds, dp, real) -> str:
         f"{cfg.model.pool_grid}), input "
         f"{cfg.model.input_size} px at {cfg.model.input_dpi:g} dpi ({cfg.model.crop} crop), initial weights "
         f"{cfg.model.init}; {cfg.train.epochs} epochs, sampler {cfg.train.sampler} (P {cfg.train.p} x K "
-        f"{cfg.train.k}), augmentation {'on' if cfg.train.augment else 'off'}, Adam lr {cfg.train.lr} "
+        f"{cfg.train.k}), augmentation {_augment_label(cfg.train)}, Adam lr {cfg.train.lr} "
         f"({cfg.train.schedule}), margin {cfg.train.margin}; {fp}{dp_line}\n"
         "- evaluation on raw probes (what a deployed verifier sees)"
         + ("; `eer_fpdfsn_probes`: the same test pairs with FP-DFSN-processed probes\n" if cfg.fpdfsn.enabled

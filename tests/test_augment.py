@@ -39,3 +39,51 @@ def test_bad_spec_and_bad_batch():
         AugmentSpec(erase_p=2)
     with pytest.raises(ValueError, match=r"\(N, 1, S, S\)"):
         augment(torch.zeros(2, 3, 8, 8), AugmentSpec(), torch.Generator())
+
+
+def _texture_only(t: float) -> AugmentSpec:
+    return AugmentSpec(rotation_deg=0, translation=0, scale=0, elastic=0, contrast=0, noise=0, erase_p=0, texture=t)
+
+
+def test_sensor_texture_keeps_the_ridges_standardised_and_seeded():
+    x = _batch().repeat(8, 1, 1, 1)
+    a = augment(x, _texture_only(1.0), torch.Generator().manual_seed(3))
+    b = augment(x, _texture_only(1.0), torch.Generator().manual_seed(3))
+    assert torch.equal(a, b)
+    mean, std = a.mean(dim=(1, 2, 3)), a.std(dim=(1, 2, 3))
+    assert torch.allclose(mean, torch.zeros(len(a)), atol=1e-4) and torch.allclose(std, torch.ones(len(a)), atol=1e-3)
+    corr = ((a - mean.view(-1, 1, 1, 1)) * x).mean(dim=(1, 2, 3)) / x.std()
+    # the ridge pattern survives (a texture, not a new image), yet every sample is changed, and differently
+    assert float(corr.min()) > 0.3 and float(corr.max()) < 0.995
+    assert not torch.allclose(a[0], a[1])
+
+
+def test_sensor_texture_strength_scales_the_change():
+    x = _batch().repeat(16, 1, 1, 1)
+    change = {t: float((augment(x, _texture_only(t), torch.Generator().manual_seed(0)) - x).pow(2).mean())
+              for t in (0.0, 0.2, 1.0)}
+    assert change[0.0] == 0.0 and 0 < change[0.2] < change[1.0]
+
+
+def test_sensor_texture_pores_whiten_ridges():
+    from models.augment import _spots
+
+    n, h, w = 2, 64, 64
+    m = _spots(n, h, w, torch.tensor([0.0, 0.02]), torch.Generator().manual_seed(0))
+    assert float(m[0].sum()) == 0.0
+    frac = float((m[1] > 0).float().mean())
+    assert 0.02 < frac < 0.02 * 9  # each seed grows to at most a 3 x 3 spot
+
+
+def test_texture_spec_bounds():
+    with pytest.raises(ValueError, match="AugmentSpec.texture"):
+        AugmentSpec(texture=1.5)
+
+
+def test_train_config_texture_and_scale_jitter_bounds():
+    from fedprint_config.train import TrainConfig
+
+    assert TrainConfig(texture=0.5, scale_jitter=0.2).texture == 0.5
+    for bad in ({"texture": 1.5}, {"texture": -0.1}, {"scale_jitter": 1.0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            TrainConfig(**bad)
