@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 from data.pairs import PairSet, sample_epoch_pairs
 from fedprint_config import TrainConfig
 from models.augment import AugmentSpec, augment
+from models.dense_loss import dense_contrastive_loss
 from models.device import autocast, current_device, grad_scaler, on_device
 from models.loss import batch_contrastive_loss, contrastive_loss
 
@@ -138,6 +139,9 @@ def train_siamese(
     """
     if len(pairs) == 0 or pairs.n_genuine == 0:
         raise ValueError("train_siamese: the training pairs contain no genuine pair; nothing to learn from")
+    if cfg.dense_weight > 0 and not hasattr(encoder, "embed_with_map"):
+        raise ValueError(f"[train] dense_weight = {cfg.dense_weight}: the dense-match loss needs the compact encoder's "
+                         f"feature map; {type(encoder).__name__} has none (set dense_weight = 0)")
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(int(cfg.seed))
     opt = optimizer or torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
@@ -181,8 +185,10 @@ def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_ep
                 idx, lab = steps_idx[s], torch.from_numpy(step_labels[s])
                 x = augment(images[torch.from_numpy(idx)], aug, gen).to(dev)
                 with autocast(dev, amp):
-                    emb = encoder(x)
+                    emb, fmap = encoder.embed_with_map(x) if cfg.dense_weight > 0 else (encoder(x), None)
                 loss = batch_contrastive_loss(emb.float(), lab.to(dev), margin=cfg.margin, balance=cfg.balance)
+                if fmap is not None:
+                    loss = loss + cfg.dense_weight * dense_contrastive_loss(fmap, x, lab, gen)
                 n = len(idx)
                 g = int(np.sum(np.bincount(step_labels[s]) * (np.bincount(step_labels[s]) - 1) // 2))
                 scored, genuine, embedded = scored + n * (n - 1) // 2, genuine + g, embedded + n

@@ -34,6 +34,10 @@ class TrainConfig:
     texture : float
         Strength in [0, 1] of the sensor-texture randomisation (pores, broken ridges, uneven ridge width, creases,
         blur, ink response; :func:`models.augment.sensor_texture`; default 0: off). Needs ``augment``.
+    dense_weight : float
+        Weight of the dense-match loss (:mod:`models.dense_loss`) added to the embedding's contrastive loss, which
+        trains the last feature map for ``--score fused`` too (default 0: off; needs ``sampler = "pk"`` and the
+        compact encoder).
     schedule : str
         ``"cosine"`` (default: linear warm-up over the first 5 % of steps, cosine decay to 5 % of ``lr`` over
         one call of the trainer, i.e. one federated round) or ``"constant"``.
@@ -60,6 +64,7 @@ class TrainConfig:
     augment: bool = True
     scale_jitter: float = 0.05
     texture: float = 0.0
+    dense_weight: float = 0.0
     schedule: str = "cosine"
     balance: bool = True
     batch_size: int = 32
@@ -78,6 +83,7 @@ class TrainConfig:
             "schedule": self.schedule in SCHEDULES,
             "scale_jitter": 0 <= self.scale_jitter < 1,
             "texture": 0 <= self.texture <= 1,
+            "dense_weight": self.dense_weight >= 0 and (self.dense_weight == 0 or self.sampler == "pk"),
             "batch_size": self.batch_size >= 1,
             "margin": self.margin > 0,
             "impostor_ratio": self.impostor_ratio > 0,
@@ -86,5 +92,5 @@ class TrainConfig:
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
             raise ValueError(f"train: invalid value for {', '.join(bad)} (sampler one of {SAMPLERS}, schedule one "
-                             f"of {SCHEDULES}, p and k >= 2, scale_jitter in [0, 1), texture in [0, 1], positive "
-                             f"numbers elsewhere): {asdict(self)}")
+                             f"of {SCHEDULES}, p and k >= 2, scale_jitter in [0, 1), texture in [0, 1], dense_weight "
+                             f"> 0 only with sampler = \"pk\", positive numbers elsewhere): {asdict(self)}")

@@ -65,10 +65,10 @@ def _feature_maps(encoder: nn.Module, images: torch.Tensor, batch_size: int = 12
     return torch.cat(maps)
 
 
-def _describe(fmap: torch.Tensor, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def describe_cells(fmap: torch.Tensor, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(unit-norm descriptors (N, C, H·W), skin mask (N, H·W)) of a feature map and the inputs it came from."""
     cell = images.shape[-1] // fmap.shape[-1]
-    x = images.float().cpu()
+    x = images.float().to(fmap.device)
     var = F.avg_pool2d(x * x, cell) - F.avg_pool2d(x, cell) ** 2
     var = var[:, 0, :fmap.shape[-2], :fmap.shape[-1]].flatten(1)
     skin = (var >= SKIN_FRACTION * var.amax(dim=1, keepdim=True).clamp(min=1e-12)).float()
@@ -95,7 +95,7 @@ def cell_descriptors(encoder: nn.Module, images: torch.Tensor, *, batch_size: in
     skin : Tensor, float32, shape (N, H * W)
         1 where the cell's input variance is at least ``SKIN_FRACTION`` of the image's largest cell variance.
     """
-    return _describe(_feature_maps(encoder, images, batch_size), images)
+    return describe_cells(_feature_maps(encoder, images, batch_size), images)
 
 
 def feature_grid(encoder: nn.Module, images: torch.Tensor) -> tuple[int, int]:
@@ -170,13 +170,22 @@ def dense_similarity(desc: torch.Tensor, skin: torch.Tensor, a, b, *, grid: tupl
     with torch.no_grad():
         for s in range(0, len(a), chunk):
             ia, ib = torch.as_tensor(a[s:s + chunk]), torch.as_tensor(b[s:s + chunk])
-            sim = torch.bmm(desc[ia].transpose(1, 2), desc_b[ib])  # (P, HW, HW) cosine of every cell pair
-            both = skin[ia][:, :, None] * skin_b[ib][:, None, :]
-            num = (sim * both).flatten(1) @ shifts
-            cnt = both.flatten(1) @ shifts
-            score = torch.where(cnt >= min_overlap, num / cnt.clamp(min=1), torch.full_like(num, -1.0))
+            score = shifted_scores(desc[ia], skin[ia], desc_b[ib], skin_b[ib], shifts, min_overlap)
             out[s:s + chunk] = score.max(dim=1).values.numpy()
     return out
+
+
+def shifted_scores(desc_a: torch.Tensor, skin_a: torch.Tensor, desc_b: torch.Tensor, skin_b: torch.Tensor,
+                   shifts: torch.Tensor, min_overlap: int) -> torch.Tensor:
+    """(P, S) mean cosine of every pair (desc_a[k], desc_b[k]) at each shift of ``shifts`` (:func:`shift_matrices`)
+    over the cells where both have skin; −1 where fewer than ``min_overlap`` cells overlap. Differentiable in the
+    descriptors (the training loss of :mod:`models.dense_loss` uses it)."""
+    sim = torch.bmm(desc_a.transpose(1, 2), desc_b)  # (P, HW, HW) cosine of every cell pair
+    both = skin_a[:, :, None] * skin_b[:, None, :]
+    shifts = shifts.to(sim.device)
+    num = (sim * both).flatten(1) @ shifts
+    cnt = both.flatten(1) @ shifts
+    return torch.where(cnt >= min_overlap, num / cnt.clamp(min=1), torch.full_like(num, -1.0))
 
 
 def rotate(images: torch.Tensor, degrees: float) -> torch.Tensor:
@@ -216,7 +225,7 @@ def print_features(encoder: nn.Module, images: torch.Tensor, angles: tuple[float
     fmap = _feature_maps(encoder, images)
     with torch.no_grad():
         emb = encoder.project(encoder.pool(fmap).flatten(1)).float()
-    desc, skin = _describe(fmap, images)
+    desc, skin = describe_cells(fmap, images)
     turned = {a: (desc, skin) if a == 0 else cell_descriptors(encoder, rotate(images.float().cpu(), a))
               for a in dict.fromkeys(float(x) for x in angles)}
     return PrintFeatures(embedding=emb, grid=(int(fmap.shape[-2]), int(fmap.shape[-1])), desc=desc, skin=skin,

@@ -117,6 +117,13 @@ class CompactEncoder(nn.Module):
         """(N, C, H, W) float -> (N, embedding_dim) unit-norm embeddings."""
         return self.project(self.representation(x))
 
+    def embed_with_map(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(embeddings, last feature map (N, 8 * width, H / 16, W / 16)) from one forward pass."""
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        fmap = self.features(x)
+        return self.project(self.pool(fmap).flatten(1)), fmap
+
 
 class _NormalizedEmbedding(nn.Module):
     """Wraps a backbone that outputs raw (N, d) features and L2-normalises them."""
