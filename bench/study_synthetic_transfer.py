@@ -1,0 +1,218 @@
+"""Synthetic-only pre-training: which lever makes the shipped model transfer to real sensors (issue 22 §2, target 3)
+-> docs/synthetic_transfer.md.
+
+The shipped model is trained on synthetic prints only (``experiments/pretrain_synthetic.toml``) and must keep that
+property. Each variant here is that exact recipe with one augmentation lever changed; it never sees a real print.
+Every model is scored on ALL pairs of every real set (:func:`bench.study_dense_match.score_transfer`): the
+embedding score, the dense match, and both fused with the calibration the training run stored from its own
+synthetic validation pairs. Variants are repeated over training seeds (``[run] seed``: split of the synthetic
+fingers, batch order, augmentation; the synthetic prints themselves stay those of generator seed 1000), and each
+lever is compared with the baseline of the same seed (paired).
+
+    python bench/study_synthetic_transfer.py                       # every variant x seeds 1000, 1001 (~15 min each)
+    python bench/study_synthetic_transfer.py --only texture --seeds 1000,1001,1002
+    python bench/study_synthetic_transfer.py --no-train            # the doc from existing run folders
+
+Run folders: ``<runs>/<variant>-s<seed>/`` with the TOML beside them. Real sets: ``--real-samples DIR`` or
+``$FEDPRINT_REAL_SAMPLES`` (default ``../shared/data/real``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+#: The shipped model's recipe; every variant starts from its text.
+BASE_TOML = ROOT / "experiments" / "pretrain_synthetic.toml"
+#: name -> (what it changes, [train] keys added to the shipped recipe).
+VARIANTS: dict[str, tuple[str, dict]] = {
+    "baseline": ("the shipped recipe (placement, plastic distortion, contrast / dryness, partial contact)", {}),
+    "texture": ("+ sensor texture (pores, broken ridges, uneven width, creases, blur, ink response; strength 1) and "
+                "scale jitter ±20 % instead of ±5 %", {"texture": 1.0, "scale_jitter": 0.2}),
+    "texture_only": ("+ sensor texture (strength 1), scale jitter unchanged (±5 %)", {"texture": 1.0}),
+    "scale_only": ("scale jitter ±20 % (synthetic ridge periods 4.5-5.2 px at 250 dpi vs 4.2-5.0 px on the real "
+                   "sets), no texture", {"scale_jitter": 0.2}),
+}
+BASELINE = "baseline"
+#: Score columns of study_dense_match.score_transfer, and their names here.
+SCORES = {"global": "embedding", "global + dense (stored calibration)": "fused"}
+#: Issue 22 target 3: mean EER over the five sensor sets <= 10 %, none above 15 %.
+TARGET_MEAN, TARGET_MAX = 0.10, 0.15
+#: Sets with fewer impostor pairs stay out of the means (they cannot resolve an EER).
+MIN_IMPOSTORS = 100
+
+
+def folder_name(variant: str, seed: int) -> str:
+    return f"{variant}-s{seed}"
+
+
+def variant_toml(variant: str, seed: int) -> str:
+    """The shipped recipe with ``[run]`` renamed / reseeded, the synthetic cache in the project's, and the
+    variant's ``[train]`` keys appended (``[train]`` is the file's last table)."""
+    text = BASE_TOML.read_text()
+    head = 'name = "pretrain_synthetic"\nseed = 1000'
+    if head not in text or not text.rstrip().split("\n[")[-1].startswith("train]"):
+        raise ValueError(f"{BASE_TOML}: expected its [run] to start with {head!r} and [train] to be its last table")
+    cache = (ROOT / "runs" / ".cache" / "synth").as_posix()
+    text = text.replace(head, f'name = "{folder_name(variant, seed)}"\nseed = {seed}')
+    text = text.replace("impressions = 8\nseed = 1000\n", f'impressions = 8\nseed = 1000\ncache = "{cache}"\n')
+    extra = "".join(f"{k} = {v!r}\n" for k, v in VARIANTS[variant][1].items())
+    return f"# {VARIANTS[variant][0]} (bench/study_synthetic_transfer.py)\n" + text.rstrip() + "\n" + extra
+
+
+def run_variant(variant: str, seed: int, runs: Path) -> Path:
+    out = runs / folder_name(variant, seed)
+    if (out / "model_centralized.pt").exists():
+        return out
+    cfg = runs / f"{out.name}.toml"
+    cfg.write_text(variant_toml(variant, seed))
+    t = time.perf_counter()
+    subprocess.run([sys.executable, str(ROOT / "fedprint_cli.py"), "train", "--mode", "centralized", "--config",
+                    str(cfg), "--out", str(out), "--quiet"], check=True, cwd=ROOT)
+    (runs / f"{out.name}.wall.json").write_text(json.dumps({"seconds": time.perf_counter() - t}))
+    return out
+
+
+def score(folder: Path, real: Path) -> list[dict]:
+    """Transfer rows of a run folder's model, cached in ``transfer.json`` beside it (newer than the model)."""
+    from bench.study_dense_match import score_transfer
+
+    model, cache = folder / "model_centralized.pt", folder / "transfer.json"
+    if cache.exists() and cache.stat().st_mtime > model.stat().st_mtime:
+        kept = json.loads(cache.read_text())
+        if kept.get("real") == str(real):
+            return kept["rows"]
+    rows = score_transfer(model, real)
+    cache.write_text(json.dumps({"real": str(real), "rows": rows}, default=float))
+    return rows
+
+
+def _pct(x) -> str:
+    return "—" if x is None else f"{100 * x:.1f}"
+
+
+def summarise(rows: list[dict]) -> dict:
+    """{score: {"sets": {set: eer}, "mean": m, "max": x, "fnmr": {set: f}}} over the sets that resolve an EER."""
+    out = {}
+    for key, name in SCORES.items():
+        sets = {r["institution"]: r.get(f"{key} EER") for r in rows if r["impostor"] >= MIN_IMPOSTORS}
+        if any(v is None for v in sets.values()):
+            continue
+        vals = list(sets.values())
+        out[name] = {"sets": sets, "mean": sum(vals) / len(vals), "max": max(vals),
+                     "fnmr": {r["institution"]: r.get(f"{key} FNMR@FMR1%") for r in rows
+                              if r["impostor"] >= MIN_IMPOSTORS}}
+    return out
+
+
+def render(results: dict[tuple[str, int], dict], pairs: dict[str, tuple[int, int]], walls: dict, command: str
+           ) -> str:
+    from lab.multi_seed import ci95
+
+    sets = list(pairs)
+    lines = ["# Synthetic-only pre-training: what transfers to real sensors", "",
+             "Generated by `python bench/study_synthetic_transfer.py`. Every model below was trained on synthetic "
+             "prints only (the shipped recipe, `experiments/pretrain_synthetic.toml`, with one augmentation lever "
+             "changed) and scored on **all pairs** of every real set it never saw; the fused score uses the "
+             "calibration each run stored from its own synthetic validation pairs (nothing is fitted on real "
+             "prints). Pairs (genuine / impostor): " + ", ".join(f"{s} {g:,} / {i:,}" for s, (g, i) in pairs.items())
+             + f". Sets with fewer than {MIN_IMPOSTORS} impostor pairs are left out. Issue 22's target for such a "
+             f"model: mean EER <= {100 * TARGET_MEAN:.0f} %, no set above {100 * TARGET_MAX:.0f} %.", ""]
+    for score_name in SCORES.values():
+        lines += [f"## {score_name} score: EER % (FNMR@FMR1 %) per set", "",
+                  "| variant | seed | " + " | ".join(sets) + " | mean EER % | worst set % |",
+                  "|---|---|" + "---|" * (len(sets) + 2)]
+        for (variant, seed), s in results.items():
+            if score_name not in s:
+                continue
+            r = s[score_name]
+            cells = [f"{_pct(r['sets'].get(x))} ({_pct(r['fnmr'].get(x))})" for x in sets]
+            lines.append(f"| {variant} | {seed} | " + " | ".join(cells) + f" | {_pct(r['mean'])} | {_pct(r['max'])} |")
+        lines.append("")
+    lines += ["## Each lever minus the baseline of the same seed (mean EER over the sets, points)", "",
+              "| variant | lever | score | seeds | per seed | mean [95 % CI] |", "|---|---|---|---|---|---|"]
+    for variant, (what, _) in VARIANTS.items():
+        if variant == BASELINE:
+            continue
+        for score_name in SCORES.values():
+            diffs = [100 * (results[(variant, seed)][score_name]["mean"]
+                            - results[(BASELINE, seed)][score_name]["mean"])
+                     for (v, seed) in results if v == variant and (BASELINE, seed) in results
+                     and score_name in results[(v, seed)] and score_name in results[(BASELINE, seed)]]
+            if not diffs:
+                continue
+            m, lo, hi = ci95(diffs)
+            ci = f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(diffs) >= 2 else f"{m:+.1f} (one seed: no interval)"
+            lines.append(f"| {variant} | {what} | {score_name} | {len(diffs)} | "
+                         + ", ".join(f"{d:+.1f}" for d in diffs) + f" | {ci} |")
+    lines.append("")
+    if walls:
+        lines += ["Training wall time per run (2 CPU cores; two runs shared them when run side by side): "
+                  + ", ".join(f"{n} {s / 60:.1f} min" for n, s in walls.items()) + ".", ""]
+    return "\n".join(lines + ["Command:", "", "```bash", command, "```", ""])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", default="runs/synthetic_transfer", help="folder of the run folders")
+    ap.add_argument("--real-samples", default=os.environ.get("FEDPRINT_REAL_SAMPLES", "../shared/data/real"))
+    ap.add_argument("--only", default="", help="comma-separated variants besides the baseline (default: all)")
+    ap.add_argument("--seeds", default="1000,1001", help="comma-separated training seeds (default 1000,1001)")
+    ap.add_argument("--no-train", action="store_true", help="only collect existing run folders")
+    ap.add_argument("--out", default="docs/synthetic_transfer.md")
+    args = ap.parse_args(argv)
+    real, runs = Path(args.real_samples).resolve(), Path(args.runs)
+    if not real.is_dir():
+        print(f"study_synthetic_transfer: error: real sets folder not found: {real} (set --real-samples or "
+              "$FEDPRINT_REAL_SAMPLES)", file=sys.stderr)
+        return 2
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds:
+        print(f"study_synthetic_transfer: error: --seeds: expected comma-separated integers, got {args.seeds!r}",
+              file=sys.stderr)
+        return 2
+    names = [BASELINE] + [n for n in (args.only.split(",") if args.only else VARIANTS) if n and n != BASELINE]
+    unknown = set(names) - set(VARIANTS)
+    if unknown:
+        print(f"study_synthetic_transfer: error: --only: unknown variants {sorted(unknown)}; known: {list(VARIANTS)}",
+              file=sys.stderr)
+        return 2
+    runs.mkdir(parents=True, exist_ok=True)
+    results, pairs, walls = {}, {}, {}
+    for variant in names:
+        for seed in seeds:
+            folder = runs / folder_name(variant, seed)
+            if not args.no_train:
+                run_variant(variant, seed, runs)
+            if not (folder / "model_centralized.pt").exists():
+                print(f"study_synthetic_transfer: {folder.name}: no model (skipped)", file=sys.stderr)
+                continue
+            rows = score(folder, real)
+            pairs.update({r["institution"]: (r["genuine"], r["impostor"]) for r in rows
+                          if r["impostor"] >= MIN_IMPOSTORS})
+            results[(variant, seed)] = summarise(rows)
+            wall = runs / f"{folder.name}.wall.json"
+            if wall.exists():
+                walls[folder.name] = json.loads(wall.read_text())["seconds"]
+            print(f"{folder.name}: " + "; ".join(f"{k} mean EER {_pct(v['mean'])} %" for k, v in
+                                                results[(variant, seed)].items()), flush=True)
+    command = "python bench/study_synthetic_transfer.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    out = Path(args.out)
+    out.write_text(render(results, pairs, walls, command.strip()))
+    print(f"written: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

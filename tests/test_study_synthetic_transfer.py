@@ -1,0 +1,41 @@
+"""bench/study_synthetic_transfer.py: variant TOMLs are the shipped recipe plus one lever; the doc pairs each
+lever with the baseline of the same seed and leaves out sets too small to resolve an EER."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from bench.study_synthetic_transfer import BASE_TOML, VARIANTS, render, summarise, variant_toml
+
+
+def test_variant_toml_is_the_shipped_recipe_plus_the_lever():
+    base = tomllib.loads(BASE_TOML.read_text())
+    for name, (_, keys) in VARIANTS.items():
+        cfg = tomllib.loads(variant_toml(name, 1001))
+        assert cfg["run"] == {"name": f"{name}-s1001", "seed": 1001}
+        assert cfg["train"] == {**base["train"], **keys}
+        strip = lambda d: {k: v for k, v in d.items() if k != "sources"}  # noqa: E731
+        assert cfg["model"] == base["model"] and strip(cfg["data"]) == strip(base["data"])
+        assert [s["profile"] for s in cfg["data"]["sources"]] == [s["profile"] for s in base["data"]["sources"]]
+        assert all(s["seed"] == 1000 and s["cache"].endswith("runs/.cache/synth") for s in cfg["data"]["sources"])
+
+
+def _rows(eers: dict[str, float], fused: float | None = None) -> list[dict]:
+    rows = [{"institution": s, "genuine": 200, "impostor": 2000, "global EER": e, "global FNMR@FMR1%": 0.5,
+             **({"global + dense (stored calibration) EER": fused, "global + dense (stored calibration) FNMR@FMR1%":
+                 0.4} if fused is not None else {})} for s, e in eers.items()]
+    return rows + [{"institution": "tiny", "genuine": 1, "impostor": 27, "global EER": 0.0,
+                    "global FNMR@FMR1%": None}]
+
+
+def test_summary_and_paired_differences():
+    base = {1000: summarise(_rows({"a": 0.20, "b": 0.10})), 1001: summarise(_rows({"a": 0.22, "b": 0.12}))}
+    tex = {1000: summarise(_rows({"a": 0.16, "b": 0.08})), 1001: summarise(_rows({"a": 0.20, "b": 0.10}))}
+    assert set(base[1000]["embedding"]["sets"]) == {"a", "b"}  # "tiny" (27 impostor pairs) left out
+    assert base[1000]["embedding"]["mean"] == pytest.approx(0.15) and "fused" not in base[1000]
+    results = {("baseline", s): base[s] for s in base} | {("texture", s): tex[s] for s in tex}
+    doc = render(results, {"a": (200, 2000), "b": (200, 2000)}, {}, "python bench/study_synthetic_transfer.py")
+    assert "| texture |" in doc and "-3.0, -2.0" in doc and "-2.5 [" in doc
+    assert "a 200 / 2,000" in doc and "tiny" not in doc
