@@ -103,11 +103,15 @@ class CompactEncoder(nn.Module):
         """The final projection (the "head" of personalised FL methods; every other layer is the "base")."""
         return self.fc
 
-    def representation(self, x: torch.Tensor) -> torch.Tensor:
-        """Base output: (N, C, H, W) -> (N, 8 * width * grid²) pooled features, before the head."""
+    def feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        """Last feature map: (N, C, H, W) -> (N, 8 * width, H / 16, W / 16)."""
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
-        return self.pool(self.features(x)).flatten(1)
+        return self.features(x)
+
+    def representation(self, x: torch.Tensor) -> torch.Tensor:
+        """Base output: (N, C, H, W) -> (N, 8 * width * grid²) pooled features, before the head."""
+        return self.pool(self.feature_map(x)).flatten(1)
 
     def project(self, z: torch.Tensor) -> torch.Tensor:
         """Head: pooled features (N, 8 * width * grid²) -> (N, embedding_dim) unit-norm embeddings."""
@@ -118,10 +122,8 @@ class CompactEncoder(nn.Module):
         return self.project(self.representation(x))
 
     def embed_with_map(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(embeddings, last feature map (N, 8 * width, H / 16, W / 16)) from one forward pass."""
-        if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        fmap = self.features(x)
+        """(embeddings, :meth:`feature_map`) from one forward pass."""
+        fmap = self.feature_map(x)
         return self.project(self.pool(fmap).flatten(1)), fmap
 
 
