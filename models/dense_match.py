@@ -47,8 +47,8 @@ SKIN_FRACTION = 0.2
 
 def _feature_maps(encoder: nn.Module, images: torch.Tensor, batch_size: int = 128) -> torch.Tensor:
     """The encoder's last feature map (N, C, H, W) of ``images``, on the CPU, in eval mode (mode restored)."""
-    if not hasattr(encoder, "features"):
-        raise ValueError(f"cell_descriptors: the encoder {type(encoder).__name__} has no 'features' block; dense "
+    if not hasattr(encoder, "feature_map"):
+        raise ValueError(f"cell_descriptors: the encoder {type(encoder).__name__} has no feature map; dense "
                          "matching needs the compact encoder")
     if images.ndim != 4 or images.shape[1] != 1:
         raise ValueError(f"cell_descriptors: expected images of shape (N, 1, S, S), got {tuple(images.shape)}")
@@ -57,10 +57,7 @@ def _feature_maps(encoder: nn.Module, images: torch.Tensor, batch_size: int = 12
     maps = []
     with on_device(encoder, torch.device("cpu")), torch.no_grad():  # the matching itself runs on the CPU
         for s in range(0, len(images), batch_size):
-            x = images[s:s + batch_size].cpu()
-            if getattr(encoder, "channels_last", False):
-                x = x.contiguous(memory_format=torch.channels_last)
-            maps.append(encoder.features(x).float().contiguous())
+            maps.append(encoder.feature_map(images[s:s + batch_size].cpu()).float().contiguous())
     encoder.train(was_training)
     return torch.cat(maps)
 
@@ -82,7 +79,7 @@ def cell_descriptors(encoder: nn.Module, images: torch.Tensor, *, batch_size: in
     Parameters
     ----------
     encoder : nn.Module
-        A trained :class:`models.siamese.CompactEncoder` (it needs ``features``; ResNet-18 has none).
+        A trained :class:`models.siamese.CompactEncoder` (it needs ``feature_map``; ResNet-18 has none).
     images : Tensor, float32, shape (N, 1, S, S)
         Network inputs (already normalised).
     batch_size : int
@@ -101,10 +98,7 @@ def cell_descriptors(encoder: nn.Module, images: torch.Tensor, *, batch_size: in
 def feature_grid(encoder: nn.Module, images: torch.Tensor) -> tuple[int, int]:
     """(H, W) of the encoder's last feature map for inputs shaped like ``images``."""
     with on_device(encoder, torch.device("cpu")), torch.no_grad():
-        x = images[:1].cpu()
-        if getattr(encoder, "channels_last", False):
-            x = x.contiguous(memory_format=torch.channels_last)
-        h, w = encoder.features(x).shape[-2:]
+        h, w = encoder.feature_map(images[:1].cpu()).shape[-2:]
     return int(h), int(w)
 
 
