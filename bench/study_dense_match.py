@@ -45,13 +45,11 @@ from fedprint_config.experiment import load_experiment  # noqa: E402
 from lab.multi_seed import ci95  # noqa: E402
 from lab.train_run import classical_subset  # noqa: E402
 from models.dense_match import (  # noqa: E402
-    ANGLES,
-    MIN_OVERLAP,
-    RADIUS,
     PrintFeatures,
     fused_scores,
     pair_similarities,
     print_features,
+    search_of,
     zscore_fusion,
 )
 from models.metrics import eer, fnmr_at_fmr  # noqa: E402
@@ -78,6 +76,18 @@ def _scores(features: PrintFeatures, pairs) -> dict[str, np.ndarray]:
     """Similarities (higher = same finger) of the two scores on ``pairs`` (default search of the dense match)."""
     g, dense = pair_similarities(features, pairs.a, pairs.b)
     return {"global": g, "dense": dense}
+
+
+def _rates(scores: dict[str, np.ndarray], labels: np.ndarray) -> dict:
+    """``<score> EER`` and ``<score> FNMR@FMR1%`` of each similarity score (FNMR only where the impostor pairs
+    resolve FMR 1 %)."""
+    n_imp = int((labels == 0).sum())
+    out = {}
+    for k, sc in scores.items():
+        out[f"{k} EER"] = eer(sc, labels, higher_is_genuine=True)
+        out[f"{k} FNMR@FMR1%"] = (fnmr_at_fmr(sc, labels, 0.01, higher_is_genuine=True)
+                                  if n_imp >= MIN_IMPOSTORS_FMR1 else None)
+    return out
 
 
 def score_run(toml: Path, models: dict[str, Path], *, label: str, variant: str, split: int,
@@ -107,10 +117,7 @@ def score_run(toml: Path, models: dict[str, Path], *, label: str, variant: str, 
             row = {"run": label if len(encs) == 1 else f"{label} {name}",
                    "variant": variant if len(encs) == 1 else f"{variant} {name}", "split": split,
                    "institution": c.name, "genuine": int(lab.sum()), "impostor": n_imp}
-            for k, sc in test.items():
-                row[f"{k} EER"] = eer(sc, lab, higher_is_genuine=True)
-                row[f"{k} FNMR@FMR1%"] = (fnmr_at_fmr(sc, lab, 0.01, higher_is_genuine=True)
-                                          if n_imp >= MIN_IMPOSTORS_FMR1 else None)
+            row |= _rates(test, lab)
             ref = (classical or {}).get(c.name)
             if pick is not None and ref is not None and int(ref["pairs"]) == len(pick):
                 row["classical subset pairs"] = len(pick)
@@ -163,9 +170,7 @@ def score_transfer(model_path: Path, real: Path) -> list[dict]:
 
     model = load_model(model_path)
     cal = model.meta.get("score_fusion")
-    search = ({"radius": int(cal["radius"]), "min_overlap": int(cal["min_overlap"]),
-               "angles": tuple(cal.get("angles", ANGLES))} if cal
-              else {"radius": RADIUS, "min_overlap": MIN_OVERLAP, "angles": ANGLES})
+    search = search_of(cal)
     rows = []
     for folder, layout in real_set_dirs(real):
         recs = load_dataset(layout, folder)
@@ -177,11 +182,7 @@ def score_transfer(model_path: Path, real: Path) -> list[dict]:
         lab = pairs.label
         row = {"run": model_path.stem, "variant": model_path.stem, "split": 0, "institution": folder.name,
                "genuine": int(lab.sum()), "impostor": int((lab == 0).sum())}
-        for k, v in sc.items():
-            row[f"{k} EER"] = eer(v, lab, higher_is_genuine=True)
-            row[f"{k} FNMR@FMR1%"] = (fnmr_at_fmr(v, lab, 0.01, higher_is_genuine=True)
-                                      if row["impostor"] >= MIN_IMPOSTORS_FMR1 else None)
-        rows.append(row)
+        rows.append(row | _rates(sc, lab))
     return rows
 
 

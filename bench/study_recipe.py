@@ -139,10 +139,15 @@ def run_variant(name: str, real: Path, runs: Path, seed: int = 0) -> None:
         run_variant(init, real, runs)  # pre-training is on synthetic prints: one model serves every split
     cfg = runs / f"{out.name}.toml"
     cfg.write_text(variant_toml(name, real, runs, seed))
+    train_timed(cfg, out)
+
+
+def train_timed(cfg: Path, out: Path) -> None:
+    """``fedprint train --mode centralized`` of ``cfg`` into ``out``; its wall time in ``<out>.wall.json``."""
     t = time.perf_counter()
     subprocess.run([sys.executable, str(ROOT / "fedprint_cli.py"), "train", "--mode", "centralized", "--config",
                     str(cfg), "--out", str(out), "--quiet"], check=True, cwd=ROOT)
-    (runs / f"{out.name}.wall.json").write_text(json.dumps({"seconds": time.perf_counter() - t}))
+    out.with_name(f"{out.name}.wall.json").write_text(json.dumps({"seconds": time.perf_counter() - t}))
 
 
 def score(model_path: Path, real: Path, cache: Path | None = None) -> dict[str, dict]:

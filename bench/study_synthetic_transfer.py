@@ -22,13 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.study_dense_match import MIN_IMPOSTORS_FMR1, score_transfer  # noqa: E402
+from bench.study_recipe import train_timed  # noqa: E402
 
 #: The shipped model's recipe; every variant starts from its text.
 BASE_TOML = ROOT / "experiments" / "pretrain_synthetic.toml"
@@ -46,8 +47,8 @@ BASELINE = "baseline"
 SCORES = {"global": "embedding", "global + dense (stored calibration)": "fused"}
 #: Issue 22 target 3: mean EER over the five sensor sets <= 10 %, none above 15 %.
 TARGET_MEAN, TARGET_MAX = 0.10, 0.15
-#: Sets with fewer impostor pairs stay out of the means (they cannot resolve an EER).
-MIN_IMPOSTORS = 100
+#: Sets with fewer impostor pairs stay out of the means (the dense-matching study's rule).
+MIN_IMPOSTORS = MIN_IMPOSTORS_FMR1
 
 
 def folder_name(variant: str, seed: int) -> str:
@@ -74,17 +75,12 @@ def run_variant(variant: str, seed: int, runs: Path) -> Path:
         return out
     cfg = runs / f"{out.name}.toml"
     cfg.write_text(variant_toml(variant, seed))
-    t = time.perf_counter()
-    subprocess.run([sys.executable, str(ROOT / "fedprint_cli.py"), "train", "--mode", "centralized", "--config",
-                    str(cfg), "--out", str(out), "--quiet"], check=True, cwd=ROOT)
-    (runs / f"{out.name}.wall.json").write_text(json.dumps({"seconds": time.perf_counter() - t}))
+    train_timed(cfg, out)
     return out
 
 
 def score(folder: Path, real: Path) -> list[dict]:
     """Transfer rows of a run folder's model, cached in ``transfer.json`` beside it (newer than the model)."""
-    from bench.study_dense_match import score_transfer
-
     model, cache = folder / "model_centralized.pt", folder / "transfer.json"
     if cache.exists() and cache.stat().st_mtime > model.stat().st_mtime:
         kept = json.loads(cache.read_text())

@@ -47,7 +47,7 @@ def pooled_fusion(net: nn.Module, clients: Sequence[ClientData]) -> dict | None:
     (:func:`models.dense_match.fusion_calibration`); None when the encoder has no feature map to match densely
     (ResNet-18), the map has fewer cells than :data:`models.dense_match.MIN_OVERLAP` (inputs under ~40 px), the
     validation pairs do not hold both classes, or a score does not vary over them."""
-    if not hasattr(net, "features") or not clients:
+    if not hasattr(net, "feature_map") or not clients:
         return None
     g, d, y = [], [], []
     for c in clients:

@@ -48,10 +48,10 @@ SKIN_FRACTION = 0.2
 def _feature_maps(encoder: nn.Module, images: torch.Tensor, batch_size: int = 128) -> torch.Tensor:
     """The encoder's last feature map (N, C, H, W) of ``images``, on the CPU, in eval mode (mode restored)."""
     if not hasattr(encoder, "feature_map"):
-        raise ValueError(f"cell_descriptors: the encoder {type(encoder).__name__} has no feature map; dense "
-                         "matching needs the compact encoder")
+        raise ValueError(f"dense matching: the encoder {type(encoder).__name__} has no feature map; it needs the "
+                         "compact encoder")
     if images.ndim != 4 or images.shape[1] != 1:
-        raise ValueError(f"cell_descriptors: expected images of shape (N, 1, S, S), got {tuple(images.shape)}")
+        raise ValueError(f"dense matching: expected images of shape (N, 1, S, S), got {tuple(images.shape)}")
     was_training = encoder.training
     encoder.eval()
     maps = []
@@ -215,7 +215,7 @@ def print_features(encoder: nn.Module, images: torch.Tensor, angles: tuple[float
     the unrotated descriptors.
     """
     if not angles:
-        raise ValueError("pair_dense_scores: angles must hold at least one rotation (0 for none)")
+        raise ValueError("print_features: angles must hold at least one rotation (0 for none)")
     fmap = _feature_maps(encoder, images)
     with torch.no_grad():
         emb = encoder.project(encoder.pool(fmap).flatten(1)).float()
@@ -312,6 +312,15 @@ def fusion_calibration(global_similarity: np.ndarray, dense: np.ndarray, labels:
            "dense_std": float(d.std()), "pairs": int(len(y))}
     t = choose_threshold(fused_scores(cal, g, d), y.astype(int), "accuracy", higher_is_genuine=True)
     return cal | {"threshold": float(t)}
+
+
+def search_of(calibration: dict | None) -> dict:
+    """The dense-match search (``radius``, ``min_overlap``, ``angles``) a fusion calibration was made with, as
+    keyword arguments; the defaults without one."""
+    if not calibration:
+        return {"radius": RADIUS, "min_overlap": MIN_OVERLAP, "angles": ANGLES}
+    return {"radius": int(calibration["radius"]), "min_overlap": int(calibration["min_overlap"]),
+            "angles": tuple(float(a) for a in calibration.get("angles", ANGLES))}
 
 
 def fused_scores(calibration: dict, global_similarity: np.ndarray, dense: np.ndarray) -> np.ndarray:

@@ -119,7 +119,7 @@ class CompactEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(N, C, H, W) float -> (N, embedding_dim) unit-norm embeddings."""
-        return self.project(self.representation(x))
+        return self.embed_with_map(x)[0]
 
     def embed_with_map(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(embeddings, :meth:`feature_map`) from one forward pass."""

@@ -87,6 +87,11 @@ def _image_dpi(path: str, given: float | None, option: str) -> tuple[float, str]
     return (dpi, note) if dpi is not None else (DEFAULT_DPI, f"default: {note}")
 
 
+def _distance_name(score: str) -> str:
+    """What the printed "distance" of ``--score`` is."""
+    return "fused distance (-score)" if score == "fused" else "distance"
+
+
 def _threshold_note(model, given: float | None, score: str = "global") -> str:
     if given is not None:
         return "--threshold"
@@ -135,8 +140,7 @@ def _verify(args: argparse.Namespace) -> int:
                                   "b": {"value": dpi_b[0], "source": dpi_b[1]}}}))
     else:
         verdict, rel = ("MATCH", "<=") if res["match"] else ("NO MATCH", ">")
-        kind = "fused distance (-score)" if args.score == "fused" else "distance"
-        print(f"{verdict}: {kind} {res['distance']:.4f} {rel} threshold {res['threshold']:.4f} "
+        print(f"{verdict}: {_distance_name(args.score)} {res['distance']:.4f} {rel} threshold {res['threshold']:.4f} "
               f"(score {res['score']:.4f}; quality A {res['quality_a']:.2f}, B {res['quality_b']:.2f})\n"
               f"  threshold: {source}\n"
               f"  dpi: A {dpi_a[0]:g} ({dpi_a[1]}), B {dpi_b[0]:g} ({dpi_b[1]})")
@@ -276,7 +280,7 @@ def _identify(args: argparse.Namespace) -> int:
         print(json.dumps({**summary, "results": rows}))
         return 0
     for r in results[: args.show]:
-        print(_identification_line(r, t, "fused distance (-score)" if args.score == "fused" else "distance"))
+        print(_identification_line(r, t, _distance_name(args.score)))
     if len(results) > args.show:
         print(f"... {len(results) - args.show} more probes (--show, --json or --out for all)")
     g_dpi = ", ".join(f"{x:g}" for x in summary["gallery_dpi"])

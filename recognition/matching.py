@@ -63,27 +63,31 @@ def model_inputs(model: VerifierModel, records: Sequence[FingerprintRecord], bat
                       for s in range(0, len(records), batch_size)])
 
 
+def _similarities(model: VerifierModel, inputs: torch.Tensor, a, b, *, radius: int, min_overlap: int,
+                  angles: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """(−embedding distance, dense match) of the pairs (a[k], b[k]) of network ``inputs`` (one feature pass)."""
+    from models import dense_match
+
+    features = dense_match.print_features(model.encoder, inputs, tuple(angles))
+    return dense_match.pair_similarities(features, a, b, radius=radius, min_overlap=min_overlap)
+
+
 def pair_similarities(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet, *,
                       radius: int, min_overlap: int, angles: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     """(−embedding distance, dense match) of each pair (:mod:`models.dense_match`); both higher = same finger.
 
     Runs on the CPU: the dense match compares every cell pair of the two feature maps at each searched shift.
     """
-    from models import dense_match
-
-    features = dense_match.print_features(model.encoder, model_inputs(model, records), tuple(angles))
-    return dense_match.pair_similarities(features, pairs.a, pairs.b, radius=radius, min_overlap=min_overlap)
+    return _similarities(model, model_inputs(model, records), pairs.a, pairs.b, radius=radius,
+                         min_overlap=min_overlap, angles=angles)
 
 
 def _fused_distances(model: VerifierModel, inputs: torch.Tensor, a, b) -> np.ndarray:
     """−(global + dense score) of the pairs (a[k], b[k]) of network ``inputs``, with the model's calibration."""
-    from models import dense_match
+    from models.dense_match import fused_scores, search_of
 
     cal = score_fusion_of(model)
-    features = dense_match.print_features(model.encoder, inputs, tuple(cal.get("angles", (0.0,))))
-    g, dense = dense_match.pair_similarities(features, a, b, radius=int(cal["radius"]),
-                                             min_overlap=int(cal["min_overlap"]))
-    return -dense_match.fused_scores(cal, g, dense)
+    return -fused_scores(cal, *_similarities(model, inputs, a, b, **search_of(cal)))
 
 
 def fused_distances(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet) -> np.ndarray:
