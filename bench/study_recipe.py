@@ -92,13 +92,18 @@ VARIANTS: dict[str, dict] = {
                                model={"pool_grid": 3}, init="pretrain_ridge_g3"),
     "fcj_rr128_dense_e40": _screen("dense-match loss (models.dense_loss, weight 1) added to the embedding's loss",
                                    train={"dense_weight": 1.0}),
+    "fcj_rr128_min_e40": _screen("minutiae-map multi-task loss (models.minutiae_map, weight 1; DeepPrint's branch)",
+                                 train={"minutiae_weight": 1.0}),
+    "fcj_rr128_min01_e40": _screen("minutiae-map multi-task loss with weight 0.1 (the aid, not the task)",
+                                   train={"minutiae_weight": 0.1}),
 }
 
 
 #: The screening variants (40 epochs, 128 px) and their common baseline, compared split by split.
 SCREEN_BASE = "fcj_rr128_e40"
 SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr128_p32_e40", "fcj_rr128g3_e40",
-          "fcj_rr128_mix_e40", "fcj_rr128_dense_e40")
+          "fcj_rr128_mix_e40", "fcj_rr128_dense_e40", "fcj_rr128_min_e40",
+          "fcj_rr128_min01_e40")
 
 
 def _toml_value(v) -> str:

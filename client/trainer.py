@@ -27,12 +27,14 @@ from scipy.sparse.csgraph import connected_components
 from torch import nn
 from tqdm.auto import tqdm
 
+from client.minutiae_targets import minutiae_maps
 from data.pairs import PairSet, sample_epoch_pairs
 from fedprint_config import TrainConfig
 from models.augment import AugmentSpec, augment
 from models.dense_loss import dense_contrastive_loss
 from models.device import autocast, current_device, grad_scaler, on_device
 from models.loss import batch_contrastive_loss, contrastive_loss
+from models.minutiae_map import MinutiaeHead, minutiae_map_loss
 
 
 def _cap(pairs: PairSet, cap: int | None, rng: np.random.Generator) -> PairSet:
@@ -135,13 +137,15 @@ def train_siamese(
     -------
     list of dict
         Per epoch: ``epoch``, ``loss`` (mean over steps), ``pairs`` (pairs scored), ``genuine``, ``images``
-        (forward passes), ``seconds``.
+        (forward passes), ``seconds``; with ``cfg.minutiae_weight`` > 0 also ``minutiae_loss`` (the mean
+        :func:`models.minutiae_map.minutiae_map_loss`, before its weight).
     """
     if len(pairs) == 0 or pairs.n_genuine == 0:
         raise ValueError("train_siamese: the training pairs contain no genuine pair; nothing to learn from")
-    if cfg.dense_weight > 0 and not hasattr(encoder, "embed_with_map"):
-        raise ValueError(f"[train] dense_weight = {cfg.dense_weight}: the dense-match loss needs the compact encoder's "
-                         f"feature map; {type(encoder).__name__} has none (set dense_weight = 0)")
+    for key in ("dense_weight", "minutiae_weight"):
+        if getattr(cfg, key) > 0 and not hasattr(encoder, "embed_with_map"):
+            raise ValueError(f"[train] {key} = {getattr(cfg, key)}: this loss needs the compact encoder's feature "
+                             f"map; {type(encoder).__name__} has none (set {key} = 0)")
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(int(cfg.seed))
     opt = optimizer or torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
@@ -152,15 +156,27 @@ def train_siamese(
     else:
         per_epoch = None
     dev = device or current_device()
+    minutiae = _minutiae_task(encoder, images, used, cfg, dev, progress) if cfg.minutiae_weight > 0 else None
     with on_device(encoder, dev):
         return _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used if cfg.sampler == "pk" else None,
-                      labels if cfg.sampler == "pk" else None, per_epoch, dev, amp, progress, desc, regularizer)
+                      labels if cfg.sampler == "pk" else None, per_epoch, dev, amp, progress, desc, regularizer,
+                      minutiae)
+
+
+def _minutiae_task(encoder, images, used, cfg, dev, progress):
+    """(head, its optimizer, targets of ``used``) of the minutiae-map loss; the head starts from ``cfg.seed``."""
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(int(cfg.seed))
+        head = MinutiaeHead(int(encoder.feature_map(images[:1]).shape[1])).to(dev)
+    return head, torch.optim.Adam(head.parameters(), lr=cfg.lr), minutiae_maps(images, used, progress=progress)
 
 
 def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_epoch, dev, amp, progress, desc,
-           regularizer) -> list[dict]:
+           regularizer, minutiae=None) -> list[dict]:
     """The epochs of :func:`train_siamese`, with ``encoder`` already on ``dev``."""
     scaler = grad_scaler(dev, amp)
+    head, head_opt, maps = minutiae or (None, None, None)
+    need_map = cfg.dense_weight > 0 or head is not None
     encoder.train()
     history = []
     sched = None
@@ -177,18 +193,28 @@ def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_ep
             steps_idx = [slice(s, s + cfg.batch_size) for s in range(0, len(order), cfg.batch_size)]
         if sched is None:
             sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg, cfg.epochs * len(steps_idx)))
-        total, steps, scored, genuine, embedded = 0.0, 0, 0, 0, 0
+        total, steps, scored, genuine, embedded, m_total = 0.0, 0, 0, 0, 0, 0.0
         bar = tqdm(range(len(steps_idx)), desc=f"{desc} epoch {epoch + 1}/{cfg.epochs}", disable=not progress,
                    leave=False, unit="batch")
         for s in bar:
             if cfg.sampler == "pk":
                 idx, lab = steps_idx[s], torch.from_numpy(step_labels[s])
-                x = augment(images[torch.from_numpy(idx)], aug, gen).to(dev)
+                if maps is None:
+                    x = augment(images[torch.from_numpy(idx)], aug, gen).to(dev)
+                else:  # the targets get the same warp as their inputs
+                    rows = torch.from_numpy(np.searchsorted(used, idx))
+                    x, target = augment(images[torch.from_numpy(idx)], aug, gen, carry=maps[rows].float())
+                    x = x.to(dev)
                 with autocast(dev, amp):
-                    emb, fmap = encoder.embed_with_map(x) if cfg.dense_weight > 0 else (encoder(x), None)
+                    emb, fmap = encoder.embed_with_map(x) if need_map else (encoder(x), None)
+                    pred = head(fmap) if head is not None else None
                 loss = batch_contrastive_loss(emb.float(), lab.to(dev), margin=cfg.margin, balance=cfg.balance)
-                if fmap is not None:
+                if cfg.dense_weight > 0:
                     loss = loss + cfg.dense_weight * dense_contrastive_loss(fmap, x, lab, gen)
+                if pred is not None:
+                    m_loss = minutiae_map_loss(pred, target)
+                    m_total += float(m_loss.detach())
+                    loss = loss + cfg.minutiae_weight * m_loss
                 n = len(idx)
                 g = int(np.sum(np.bincount(step_labels[s]) * (np.bincount(step_labels[s]) - 1) // 2))
                 scored, genuine, embedded = scored + n * (n - 1) // 2, genuine + g, embedded + n
@@ -201,21 +227,26 @@ def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_ep
                 loss = contrastive_loss(e1.float(), e2.float(), torch.from_numpy(y[sl]).to(dev), margin=cfg.margin)
                 scored, genuine = scored + len(ia), genuine + int(y[sl].sum())
                 embedded += 2 * len(ia)
-            opt.zero_grad(set_to_none=True)
+            opts = [opt] if head_opt is None else [opt, head_opt]
+            for o in opts:
+                o.zero_grad(set_to_none=True)
             total_loss = loss + regularizer() if regularizer is not None else loss
             if scaler is None:
                 total_loss.backward()
-                opt.step()
+                for o in opts:
+                    o.step()
             else:  # float16 autocast: scale the loss so small gradients do not underflow
                 scaler.scale(total_loss).backward()
-                scaler.step(opt)
+                for o in opts:
+                    scaler.step(o)
                 scaler.update()
             sched.step()
             total += float(loss.detach())
             steps += 1
             bar.set_postfix(loss=f"{total / steps:.4f}")
         history.append({"epoch": epoch + 1, "loss": total / max(steps, 1), "pairs": scored, "genuine": genuine,
-                        "images": embedded, "seconds": time.perf_counter() - t0})
+                        "images": embedded, "seconds": time.perf_counter() - t0}
+                       | ({"minutiae_loss": m_total / max(steps, 1)} if head is not None else {}))
     return history
 
 

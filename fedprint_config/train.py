@@ -38,6 +38,10 @@ class TrainConfig:
         Weight of the dense-match loss (:mod:`models.dense_loss`) added to the embedding's contrastive loss, which
         trains the last feature map for ``--score fused`` too (default 0: off; needs ``sampler = "pk"`` and the
         compact encoder).
+    minutiae_weight : float
+        Weight of the minutiae-map loss (:mod:`models.minutiae_map`, DeepPrint's multi-task branch: a head on the
+        last feature map predicts where the extractor finds ridge endings and bifurcations; the head is dropped
+        after training; default 0: off; needs ``sampler = "pk"`` and the compact encoder).
     schedule : str
         ``"cosine"`` (default: linear warm-up over the first 5 % of steps, cosine decay to 5 % of ``lr`` over
         one call of the trainer, i.e. one federated round) or ``"constant"``.
@@ -65,6 +69,7 @@ class TrainConfig:
     scale_jitter: float = 0.05
     texture: float = 0.0
     dense_weight: float = 0.0
+    minutiae_weight: float = 0.0
     schedule: str = "cosine"
     balance: bool = True
     batch_size: int = 32
@@ -84,6 +89,7 @@ class TrainConfig:
             "scale_jitter": 0 <= self.scale_jitter < 1,
             "texture": 0 <= self.texture <= 1,
             "dense_weight": self.dense_weight >= 0 and (self.dense_weight == 0 or self.sampler == "pk"),
+            "minutiae_weight": self.minutiae_weight >= 0 and (self.minutiae_weight == 0 or self.sampler == "pk"),
             "batch_size": self.batch_size >= 1,
             "margin": self.margin > 0,
             "impostor_ratio": self.impostor_ratio > 0,
@@ -93,4 +99,5 @@ class TrainConfig:
         if bad:
             raise ValueError(f"train: invalid value for {', '.join(bad)} (sampler one of {SAMPLERS}, schedule one "
                              f"of {SCHEDULES}, p and k >= 2, scale_jitter in [0, 1), texture in [0, 1], dense_weight "
-                             f"> 0 only with sampler = \"pk\", positive numbers elsewhere): {asdict(self)}")
+                             f"and minutiae_weight > 0 only with sampler = \"pk\", positive numbers elsewhere): "
+                             f"{asdict(self)}")

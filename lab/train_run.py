@@ -212,6 +212,8 @@ def _report(cfg, mode, clients, rows, avg, history, seconds, dp, real) -> str:
         f"{cfg.train.k}), augmentation {_augment_label(cfg.train)}, Adam lr {cfg.train.lr} "
         f"({cfg.train.schedule}), margin {cfg.train.margin}"
         + (f", dense-match loss weight {cfg.train.dense_weight:g}" if cfg.train.dense_weight > 0 else "")
+        + (f", minutiae-map loss weight {cfg.train.minutiae_weight:g} (targets from the extractor on the inputs)"
+           if cfg.train.minutiae_weight > 0 else "")
         + f"; {fp}{dp_line}\n"
         "- evaluation on raw probes (what a deployed verifier sees)"
         + ("; `eer_fpdfsn_probes`: the same test pairs with FP-DFSN-processed probes\n" if cfg.fpdfsn.enabled

@@ -86,7 +86,8 @@ def _uniform(n: int, half: float, g: torch.Generator) -> torch.Tensor:
     return (torch.rand(n, generator=g) * 2 - 1) * half
 
 
-def augment(x: torch.Tensor, spec: AugmentSpec, generator: torch.Generator) -> torch.Tensor:
+def augment(x: torch.Tensor, spec: AugmentSpec, generator: torch.Generator,
+            carry: torch.Tensor | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Augmented copy of a batch of normalised inputs.
 
     Parameters
@@ -95,15 +96,23 @@ def augment(x: torch.Tensor, spec: AugmentSpec, generator: torch.Generator) -> t
     spec : AugmentSpec
     generator : torch.Generator
         Source of every random draw (seeded by the caller).
+    carry : Tensor, shape (N, C, S, S), optional
+        Maps that must stay aligned with the inputs (e.g. :func:`models.minutiae_map.splat` targets): they get the
+        same warp and the same erased rectangle, none of the intensity changes. The random draws are the same
+        with or without it.
 
     Returns
     -------
     Tensor, float32, shape (N, 1, S, S)
+        The augmented inputs; with ``carry``, the tuple ``(inputs, carried maps)``.
     """
     if x.ndim != 4 or x.shape[1] != 1:
         raise ValueError(f"augment: expected a (N, 1, S, S) batch, got shape {tuple(x.shape)}")
+    if carry is not None and (carry.ndim != 4 or carry.shape[0] != x.shape[0] or carry.shape[2:] != x.shape[2:]):
+        raise ValueError(f"augment: carry must be (N, C, S, S) like the batch {tuple(x.shape)}, got "
+                         f"{tuple(carry.shape)}")
     if not spec.enabled:
-        return x
+        return x if carry is None else (x, carry)
     n, _, h, w = x.shape
     g = generator
     angle = _uniform(n, math.radians(spec.rotation_deg), g)
@@ -118,6 +127,8 @@ def augment(x: torch.Tensor, spec: AugmentSpec, generator: torch.Generator) -> t
         field = F.interpolate(coarse, size=(h, w), mode="bicubic", align_corners=False)
         grid = grid + field.permute(0, 2, 3, 1)
     out = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    if carry is not None:
+        carry = F.grid_sample(carry.float(), grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     if spec.contrast > 0:
         gain = 1.0 + _uniform(n, spec.contrast, g).view(n, 1, 1, 1)
         offset = _uniform(n, spec.contrast, g).view(n, 1, 1, 1)
@@ -137,9 +148,10 @@ def augment(x: torch.Tensor, spec: AugmentSpec, generator: torch.Generator) -> t
             box = ((rows >= y0.view(n, 1, 1)) & (rows < (y0 + eh).view(n, 1, 1))
                    & (cols >= x0.view(n, 1, 1)) & (cols < (x0 + ew).view(n, 1, 1)) & hit.view(n, 1, 1))
             out = out.masked_fill(box.unsqueeze(1), 0.0)
+            carry = carry.masked_fill(box.unsqueeze(1), 0.0) if carry is not None else None
     if spec.texture > 0:
         out = sensor_texture(out, spec.texture, g)
-    return out.contiguous()
+    return out.contiguous() if carry is None else (out.contiguous(), carry.contiguous())
 
 
 def _smooth_field(n: int, h: int, w: int, cells: int, g: torch.Generator) -> torch.Tensor:
