@@ -94,6 +94,14 @@ VARIANTS: dict[str, dict] = {
                                    train={"dense_weight": 1.0}),
     "fcj_rr128_min_e40": _screen("minutiae-map multi-task loss (models.minutiae_map, weight 1; DeepPrint's branch)",
                                  train={"minutiae_weight": 1.0}),
+    "fcj_rr128_minmid_e40": _screen("minutiae-map loss (weight 1) on the block-3 map (S/8) instead of the last one",
+                                    train={"minutiae_weight": 1.0, "minutiae_layer": "middle"}),
+    "pretrain_ridge_f500": {"what": "synthetic-only ridge pre-training on 500 fingers per profile (3.3x more), 20 "
+                                    "epochs (about the steps of pretrain_ridge's 55)", "synthetic": True,
+                            "synth_fingers": 500, "model": {"input_size": 128, "normalization": "ridge"},
+                            "train": {"epochs": 20, "lr": 1e-3}},
+    "fcj_rr128f500_e40": _screen("ridge pre-training on 3.3x more synthetic fingers (pretrain_ridge_f500)",
+                                 init="pretrain_ridge_f500"),
     "fcj_rr128_min01_e40": _screen("minutiae-map multi-task loss with weight 0.1 (the aid, not the task)",
                                    train={"minutiae_weight": 0.1}),
 }
@@ -103,7 +111,7 @@ VARIANTS: dict[str, dict] = {
 SCREEN_BASE = "fcj_rr128_e40"
 SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr128_p32_e40", "fcj_rr128g3_e40",
           "fcj_rr128_mix_e40", "fcj_rr128_dense_e40", "fcj_rr128_min_e40",
-          "fcj_rr128_min01_e40")
+          "fcj_rr128_min01_e40", "fcj_rr128_minmid_e40", "fcj_rr128f500_e40")
 
 
 def _toml_value(v) -> str:
@@ -116,7 +124,8 @@ def variant_toml(name: str, real: Path, runs: Path, seed: int = 0) -> str:
     model = {"encoder": "compact", "width": 16, "input_dpi": 250.0, "embedding_dim": 128, **v["model"]}
     run_name = folder_name(name, seed)
     if v.get("synthetic"):
-        sources, data = SYNTH, '[data]\nprotocol = "open"\nmax_impostors = 5000\n'
+        sources = SYNTH.replace("fingers = 150", f"fingers = {v.get('synth_fingers', 150)}")
+        data = '[data]\nprotocol = "open"\nmax_impostors = 5000\n'
         seed = 1000
     else:
         init = v.get("init")

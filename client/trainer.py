@@ -143,7 +143,7 @@ def train_siamese(
     if len(pairs) == 0 or pairs.n_genuine == 0:
         raise ValueError("train_siamese: the training pairs contain no genuine pair; nothing to learn from")
     for key in ("dense_weight", "minutiae_weight"):
-        if getattr(cfg, key) > 0 and not hasattr(encoder, "embed_with_map"):
+        if getattr(cfg, key) > 0 and not hasattr(encoder, "embed_with_maps"):
             raise ValueError(f"[train] {key} = {getattr(cfg, key)}: this loss needs the compact encoder's feature "
                              f"map; {type(encoder).__name__} has none (set {key} = 0)")
     rng = np.random.default_rng(cfg.seed)
@@ -167,7 +167,9 @@ def _minutiae_task(encoder, images, used, cfg, dev, progress):
     """(head, its optimizer, targets of ``used``) of the minutiae-map loss; the head starts from ``cfg.seed``."""
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         torch.manual_seed(int(cfg.seed))
-        head = MinutiaeHead(int(encoder.feature_map(images[:1]).shape[1])).to(dev)
+        maps = encoder.embed_with_maps(images[:1])
+        last = cfg.minutiae_layer == "last"
+        head = MinutiaeHead(int(maps[1 if last else 2].shape[1]), upsample=last).to(dev)
     return head, torch.optim.Adam(head.parameters(), lr=cfg.lr), minutiae_maps(images, used, progress=progress)
 
 
@@ -206,8 +208,8 @@ def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_ep
                     x, target = augment(images[torch.from_numpy(idx)], aug, gen, carry=maps[rows].float())
                     x = x.to(dev)
                 with autocast(dev, amp):
-                    emb, fmap = encoder.embed_with_map(x) if need_map else (encoder(x), None)
-                    pred = head(fmap) if head is not None else None
+                    emb, fmap, middle = encoder.embed_with_maps(x) if need_map else (encoder(x), None, None)
+                    pred = head(fmap if cfg.minutiae_layer == "last" else middle) if head is not None else None
                 loss = batch_contrastive_loss(emb.float(), lab.to(dev), margin=cfg.margin, balance=cfg.balance)
                 if cfg.dense_weight > 0:
                     loss = loss + cfg.dense_weight * dense_contrastive_loss(fmap, x, lab, gen)

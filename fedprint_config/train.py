@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 
 SAMPLERS = ("pk", "pairs")
 SCHEDULES = ("cosine", "constant")
+MINUTIAE_LAYERS = ("last", "middle")
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class TrainConfig:
         Weight of the minutiae-map loss (:mod:`models.minutiae_map`, DeepPrint's multi-task branch: a head on the
         last feature map predicts where the extractor finds ridge endings and bifurcations; the head is dropped
         after training; default 0: off; needs ``sampler = "pk"`` and the compact encoder).
+    minutiae_layer : str
+        Which feature map the minutiae head reads: ``"last"`` (default; the map the embedding pools, S/16) or
+        ``"middle"`` (the end of block 3, S/8: the branch leaves the shared trunk earlier, as in DeepPrint).
     schedule : str
         ``"cosine"`` (default: linear warm-up over the first 5 % of steps, cosine decay to 5 % of ``lr`` over
         one call of the trainer, i.e. one federated round) or ``"constant"``.
@@ -70,6 +74,7 @@ class TrainConfig:
     texture: float = 0.0
     dense_weight: float = 0.0
     minutiae_weight: float = 0.0
+    minutiae_layer: str = "last"
     schedule: str = "cosine"
     balance: bool = True
     batch_size: int = 32
@@ -90,6 +95,7 @@ class TrainConfig:
             "texture": 0 <= self.texture <= 1,
             "dense_weight": self.dense_weight >= 0 and (self.dense_weight == 0 or self.sampler == "pk"),
             "minutiae_weight": self.minutiae_weight >= 0 and (self.minutiae_weight == 0 or self.sampler == "pk"),
+            "minutiae_layer": self.minutiae_layer in MINUTIAE_LAYERS,
             "batch_size": self.batch_size >= 1,
             "margin": self.margin > 0,
             "impostor_ratio": self.impostor_ratio > 0,
@@ -98,6 +104,7 @@ class TrainConfig:
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
             raise ValueError(f"train: invalid value for {', '.join(bad)} (sampler one of {SAMPLERS}, schedule one "
-                             f"of {SCHEDULES}, p and k >= 2, scale_jitter in [0, 1), texture in [0, 1], dense_weight "
+                             f"of {SCHEDULES}, minutiae_layer one of {MINUTIAE_LAYERS}, p and k >= 2, scale_jitter "
+                             f"in [0, 1), texture in [0, 1], dense_weight "
                              f"and minutiae_weight > 0 only with sampler = \"pk\", positive numbers elsewhere): "
                              f"{asdict(self)}")

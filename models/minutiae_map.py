@@ -40,22 +40,27 @@ TYPES = (1, 3)
 
 
 class MinutiaeHead(nn.Module):
-    """Feature map (N, C, S/16, S/16) -> predicted minutiae counts per 8 px cell (N, 2, S/8, S/8).
+    """Feature map -> predicted minutiae counts per 8 px cell (N, 2, S/8, S/8).
 
     Parameters
     ----------
     channels : int
-        Channels C of the encoder's last feature map (``8 * width`` for the compact encoder).
+        Channels C of the feature map it reads (``8 * width`` for the compact encoder's last map, ``4 * width``
+        for its block-3 map).
+    upsample : bool
+        True (default): the map is at S/16 (the last one) and a stride-2 transposed conv brings it to S/8; False:
+        the map is already at S/8 (block 3) and a 1x1 conv predicts the counts.
     hidden : int
         Channels of the intermediate conv (default 32).
     """
 
-    def __init__(self, channels: int, hidden: int = 32) -> None:
+    def __init__(self, channels: int, upsample: bool = True, hidden: int = 32) -> None:
         super().__init__()
         if not isinstance(channels, int) or channels < 1:
             raise ValueError(f"MinutiaeHead: channels must be a positive integer, got {channels!r}")
-        self.body = nn.Sequential(nn.Conv2d(channels, hidden, 3, padding=1), nn.ReLU(inplace=True),
-                                  nn.ConvTranspose2d(hidden, len(TYPES), 4, stride=2, padding=1))
+        out = (nn.ConvTranspose2d(hidden, len(TYPES), 4, stride=2, padding=1) if upsample
+               else nn.Conv2d(hidden, len(TYPES), 1))
+        self.body = nn.Sequential(nn.Conv2d(channels, hidden, 3, padding=1), nn.ReLU(inplace=True), out)
 
     def forward(self, fmap: torch.Tensor) -> torch.Tensor:
         return self.body(fmap)

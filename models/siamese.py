@@ -86,6 +86,8 @@ class CompactEncoder(nn.Module):
             if 0 < i < len(chans) - 2:
                 layers.append(nn.MaxPool2d(2))
             layers += [nn.GroupNorm(_groups(cout), cout), nn.ReLU(inplace=True)]
+            if i == 2:
+                self._middle = len(layers)  # end of block 3: S/8, 4 * width channels
         self.features = nn.Sequential(*layers)
         self.pool = nn.AdaptiveAvgPool2d(grid)
         self.fc = nn.Linear(chans[-1] * grid * grid, embedding_dim)
@@ -125,6 +127,14 @@ class CompactEncoder(nn.Module):
         """(embeddings, :meth:`feature_map`) from one forward pass."""
         fmap = self.feature_map(x)
         return self.project(self.pool(fmap).flatten(1)), fmap
+
+    def embed_with_maps(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(embeddings, :meth:`feature_map`, the block-3 map (N, 4 * width, H / 8, W / 8)) from one forward pass."""
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        middle = self.features[:self._middle](x)
+        fmap = self.features[self._middle:](middle)
+        return self.project(self.pool(fmap).flatten(1)), fmap, middle
 
 
 class _NormalizedEmbedding(nn.Module):

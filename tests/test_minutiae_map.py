@@ -39,6 +39,7 @@ def test_loss_is_one_for_nothing_and_zero_for_the_truth():
 def test_head_predicts_cells_of_eight_pixels():
     head = MinutiaeHead(32)
     assert head(torch.zeros(3, 32, 8, 8)).shape == (3, 2, 16, 16)  # a 128 px input: 8x8 map, 16x16 cells
+    assert MinutiaeHead(16, upsample=False)(torch.zeros(3, 16, 16, 16)).shape == (3, 2, 16, 16)  # block 3: S/8
     with pytest.raises(ValueError, match="channels"):
         MinutiaeHead(0)
 
@@ -121,8 +122,13 @@ def test_training_with_the_minutiae_loss_lowers_it_and_keeps_the_encoder_alone()
     hist = train_siamese(net, x, make_pairs(recs, np.arange(len(recs)), seed=0), cfg, progress=False)
     assert hist[-1]["minutiae_loss"] < hist[0]["minutiae_loss"]
     assert set(net.state_dict()) == keys  # the head is dropped after training
+    middle = TrainConfig(epochs=2, p=4, k=4, minutiae_weight=1.0, minutiae_layer="middle", seed=0)
+    assert "minutiae_loss" in train_siamese(net, x, make_pairs(recs, np.arange(len(recs)), seed=0), middle,
+                                            progress=False)[-1]
     with pytest.raises(ValueError, match="minutiae_weight"):
         TrainConfig(sampler="pairs", minutiae_weight=1.0)
+    with pytest.raises(ValueError, match="minutiae_layer"):
+        TrainConfig(minutiae_layer="first")
     with pytest.raises(ValueError, match="minutiae_weight"):
         train_siamese(build_encoder("resnet18", 16), x, make_pairs(recs, np.arange(len(recs)), seed=0), cfg,
                       progress=False)

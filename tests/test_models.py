@@ -231,3 +231,14 @@ def test_pooling_grid_keeps_layout_that_global_pooling_discards():
         assert grid(torch.randn(2, 1, size, size)).shape == (2, 128)
     with pytest.raises(ValueError, match="grid"):
         CompactEncoder(grid=0)
+
+
+def test_compact_encoder_gives_its_maps_from_one_pass():
+    from models.siamese import CompactEncoder
+
+    torch.manual_seed(0)
+    net = CompactEncoder(embedding_dim=8, width=4).eval()
+    x = torch.randn(2, 1, 64, 64)
+    emb, fmap, middle = net.embed_with_maps(x)
+    assert torch.allclose(emb, net(x), atol=1e-6) and torch.allclose(fmap, net.feature_map(x), atol=1e-6)
+    assert middle.shape == (2, 16, 8, 8) and fmap.shape == (2, 32, 4, 4)
