@@ -60,6 +60,8 @@ SCORES = ("global", "dense", "global + dense")
 MIN_IMPOSTORS_FMR1 = 100
 #: Levers of bench/study_recipe.py compared with their baseline split by split, on every score: lever -> baseline.
 LEVERS = {"fcj_rr128_dense_e40": "fcj_rr128_e40", "fcj_rr128g3_e40": "fcj_rr128_e40",
+          "fcj_rr128_min_e40": "fcj_rr128_e40", "fcj_rr128_min01_e40": "fcj_rr128_e40",
+          "fcj_rr128_minmid_e40": "fcj_rr128_e40", "fcj_rr128f500_e40": "fcj_rr128_e40",
           "fcj_rr192_lr1e3_e120": "fcj_rr192_e120"}
 #: Genuine and impostor pairs per institution the classical matcher scored (``--classical-pairs`` / ``--pairs``).
 CLASSICAL_PAIRS = 200
