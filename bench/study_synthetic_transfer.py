@@ -41,6 +41,8 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     "texture_only": ("+ sensor texture (strength 1), scale jitter unchanged (±5 %)", {"texture": 1.0}),
     "scale_only": ("scale jitter ±20 % (synthetic ridge periods 4.5-5.2 px at 250 dpi vs 4.2-5.0 px on the real "
                    "sets), no texture", {"scale_jitter": 0.2}),
+    "minutiae": ("+ DeepPrint's minutiae-map branch (weight 1, on the block-3 map; targets from the minutiae "
+                 "extractor on each input)", {"minutiae_weight": 1.0, "minutiae_layer": "middle"}),
 }
 BASELINE = "baseline"
 #: Score columns of study_dense_match.score_transfer, and their names here.

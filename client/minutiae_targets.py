@@ -1,7 +1,7 @@
 """Minutiae-map targets of training inputs, for ``[train] minutiae_weight`` (:mod:`models.minutiae_map`).
 
 The targets come from the network inputs themselves: each (N, 1, S, S) input is mapped back to grey levels
-(ridges dark), upsampled ``upsample`` times with bicubic interpolation, run through the extractor of
+(ridges dark), upsampled :data:`UPSAMPLE` times with bicubic interpolation, run through the extractor of
 :mod:`data.minutiae` (segment, Gabor-enhanced binarisation, thinning, crossing number) and its minutiae scaled
 back to input pixels. Real prints and synthetic ones get their targets the same way (the generator's ground
 truth is not used), so a model pre-trained on synthetic prints learns the same target it is fine-tuned on.

@@ -40,9 +40,9 @@ class TrainConfig:
         trains the last feature map for ``--score fused`` too (default 0: off; needs ``sampler = "pk"`` and the
         compact encoder).
     minutiae_weight : float
-        Weight of the minutiae-map loss (:mod:`models.minutiae_map`, DeepPrint's multi-task branch: a head on the
-        last feature map predicts where the extractor finds ridge endings and bifurcations; the head is dropped
-        after training; default 0: off; needs ``sampler = "pk"`` and the compact encoder).
+        Weight of the minutiae-map loss (:mod:`models.minutiae_map`, DeepPrint's multi-task branch: a head on a
+        feature map predicts where the extractor finds ridge endings and bifurcations; the head is dropped after
+        training; default 0: off, as measured it did not help; needs ``sampler = "pk"`` and the compact encoder).
     minutiae_layer : str
         Which feature map the minutiae head reads: ``"last"`` (default; the map the embedding pools, S/16) or
         ``"middle"`` (the end of block 3, S/8: the branch leaves the shared trunk earlier, as in DeepPrint).

@@ -10,12 +10,17 @@ This module is FedPrint's version of that branch for :class:`models.siamese.Comp
   augmentation's warp with the image (``models.augment.augment(..., carry=maps)``), so they stay aligned with it,
   and :func:`cell_counts` sums them over the head's cells (expected minutiae per cell).
 * **head** (:class:`MinutiaeHead`): 3x3 conv + ReLU on the encoder's last feature map (S/16), then a stride-2
-  transposed conv to S/8 (cells of 8 px, about two ridge periods at 250 dpi) with one channel per type. Unlike
+  transposed conv to S/8 (cells of 8 px, about two ridge periods at 250 dpi) with one channel per type; or, with
+  ``[train] minutiae_layer = "middle"``, on the block-3 map (already S/8), the branch leaving the trunk earlier. Unlike
   DeepPrint's six orientation channels, there is no direction channel: the augmentation rotates the print, and a
   type map is invariant to that.
 * **loss** (:func:`minutiae_map_loss`): mean squared error of the predicted counts, divided by the mean squared
   target of the batch, so predicting "no minutiae" costs 1 and a perfect map 0 whatever the print's density.
   ``[train] minutiae_weight`` multiplies it (default 0: off).
+
+Measured on FCJ2020 (``bench/study_recipe.py``, 4 finger splits of 600 genuine / 20,000 impostor held-out pairs,
+paired with the 40-epoch baseline; ``docs/real_prints_recipe.md``): no setting helped. Weight 1 on the last map
++1.0 EER points [+0.0, +2.0], weight 0.1 −0.0 [−0.5, +0.4], weight 1 on the block-3 map +0.3 [−0.7, +1.2].
 
 Where the minutiae come from is the caller's choice (``client.minutiae_targets`` runs the extractor of
 :mod:`data.minutiae` on the network inputs, so real prints and synthetic ones get targets the same way).
