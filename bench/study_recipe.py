@@ -35,12 +35,11 @@ OTHER_SETS = {"fvc_300x300_b": "fvc", "fvc2002_db1_b": "fvc", "fvc2002_db3_b": "
 CLASSICAL_FVC_EER = {"fvc_300x300_b": 0.08, "fvc2002_db1_b": 0.129, "fvc2002_db3_b": 0.439, "pyfnprint_16x8": 0.038,
                      "fcj2020_dev": 0.113}
 
-SYNTH = "\n".join(f'[[data.sources]]\nkind = "synth"\nprofile = "{p}"\nfingers = 150\nimpressions = 8\nseed = 1000\n'
-                  for p in ("socofing", "casia", "nist_sd10"))
-
-
-#: A smaller synthetic set (50 fingers per profile, same generator seed) mixed into real training.
-SYNTH_MIX = SYNTH.replace("fingers = 150", "fingers = 50")
+def synth_sources(fingers: int = 150) -> str:
+    """The ``[[data.sources]]`` blocks of the shipped model's synthetic set (3 profiles, generator seed 1000) with
+    ``fingers`` per profile; 50 of them are mixed into real training by ``mix_synthetic`` variants."""
+    return "\n".join(f'[[data.sources]]\nkind = "synth"\nprofile = "{p}"\nfingers = {fingers}\nimpressions = 8\n'
+                     f'seed = 1000\n' for p in ("socofing", "casia", "nist_sd10"))
 
 
 def _fcj(real: Path) -> str:
@@ -124,13 +123,13 @@ def variant_toml(name: str, real: Path, runs: Path, seed: int = 0) -> str:
     model = {"encoder": "compact", "width": 16, "input_dpi": 250.0, "embedding_dim": 128, **v["model"]}
     run_name = folder_name(name, seed)
     if v.get("synthetic"):
-        sources = SYNTH.replace("fingers = 150", f"fingers = {v.get('synth_fingers', 150)}")
+        sources = synth_sources(v.get("synth_fingers", 150))
         data = '[data]\nprotocol = "open"\nmax_impostors = 5000\n'
         seed = 1000
     else:
         init = v.get("init")
         model["init"] = str(runs / init / "model_centralized.pt") if init else "pretrained"
-        sources = _fcj(real) + ("\n" + SYNTH_MIX if v.get("mix_synthetic") else "")
+        sources = _fcj(real) + ("\n" + synth_sources(50) if v.get("mix_synthetic") else "")
         data = '[data]\nprotocol = "open"\ntest_fraction = 0.25\nval_fraction = 0.1\nmax_impostors = 20000\n'
     train = {"p": 16, "k": 4, **v["train"]}
     lines = [f'[run]\nname = "{run_name}"\nseed = {seed}\n', sources, data, '[partition]\nmode = "domain"\n',

@@ -120,12 +120,12 @@ def minutiae_map_loss(pred: torch.Tensor, maps: torch.Tensor) -> torch.Tensor:
     maps : Tensor, shape (N, 2, S, S)
         :func:`splat` maps, warped with their inputs.
     """
-    side, cells = maps.shape[-1], pred.shape[-1]
-    if pred.ndim != 4 or maps.shape[:2] != pred.shape[:2] or cells < 1 or side % cells or maps.shape[-2:] != (
-            side * pred.shape[-2] // cells, side):
+    cell = maps.shape[-1] // max(pred.shape[-1], 1)
+    if pred.ndim != 4 or maps.ndim != 4 or maps.shape[:2] != pred.shape[:2] or cell < 1 or maps.shape[-2:] != (
+            pred.shape[-2] * cell, pred.shape[-1] * cell):
         raise ValueError(f"minutiae_map_loss: the maps {tuple(maps.shape)} do not match the prediction "
                          f"{tuple(pred.shape)} (same N and channels, a whole number of pixels per cell)")
-    target = cell_counts(maps.to(pred.device, torch.float32), side // cells)
+    target = cell_counts(maps.to(pred.device, torch.float32), cell)
     scale = target.pow(2).mean().detach()
     err = (pred.float() - target).pow(2).mean()
     return err / scale if float(scale) > 0 else err

@@ -105,11 +105,12 @@ class CompactEncoder(nn.Module):
         """The final projection (the "head" of personalised FL methods; every other layer is the "base")."""
         return self.fc
 
+    def _layout(self, x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
+
     def feature_map(self, x: torch.Tensor) -> torch.Tensor:
         """Last feature map: (N, C, H, W) -> (N, 8 * width, H / 16, W / 16)."""
-        if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        return self.features(x)
+        return self.features(self._layout(x))
 
     def representation(self, x: torch.Tensor) -> torch.Tensor:
         """Base output: (N, C, H, W) -> (N, 8 * width * grid²) pooled features, before the head."""
@@ -125,14 +126,11 @@ class CompactEncoder(nn.Module):
 
     def embed_with_map(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(embeddings, :meth:`feature_map`) from one forward pass."""
-        fmap = self.feature_map(x)
-        return self.project(self.pool(fmap).flatten(1)), fmap
+        return self.embed_with_maps(x)[:2]
 
     def embed_with_maps(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(embeddings, :meth:`feature_map`, the block-3 map (N, 4 * width, H / 8, W / 8)) from one forward pass."""
-        if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        middle = self.features[:self._middle](x)
+        middle = self.features[:self._middle](self._layout(x))
         fmap = self.features[self._middle:](middle)
         return self.project(self.pool(fmap).flatten(1)), fmap, middle
 
