@@ -103,6 +103,15 @@ VARIANTS: dict[str, dict] = {
                                  init="pretrain_ridge_f500"),
     "fcj_rr128_min01_e40": _screen("minutiae-map multi-task loss with weight 0.1 (the aid, not the task)",
                                    train={"minutiae_weight": 0.1}),
+    "fcj_rr128_supcon_e40": _screen("supervised contrastive loss (Khosla et al. 2020, temperature 0.1) instead of "
+                                    "Eq. 1: a softmax over the batch weighs the hardest impostors most",
+                                    train={"loss": "supcon"}),
+    "fcj_rr128_supcon_lr1e3_e40": _screen("supervised contrastive loss with learning rate 1e-3 (both screened "
+                                          "levers together)", train={"loss": "supcon", "lr": 1e-3}),
+    "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
+                                      "(fcj_rr192_e120) with the supervised contrastive loss",
+                              "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
+                              "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon"}},
 }
 
 
@@ -110,7 +119,8 @@ VARIANTS: dict[str, dict] = {
 SCREEN_BASE = "fcj_rr128_e40"
 SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr128_p32_e40", "fcj_rr128g3_e40",
           "fcj_rr128_mix_e40", "fcj_rr128_dense_e40", "fcj_rr128_min_e40",
-          "fcj_rr128_min01_e40", "fcj_rr128_minmid_e40", "fcj_rr128f500_e40")
+          "fcj_rr128_min01_e40", "fcj_rr128_minmid_e40", "fcj_rr128f500_e40", "fcj_rr128_supcon_e40",
+          "fcj_rr128_supcon_lr1e3_e40")
 
 
 def _toml_value(v) -> str:

@@ -13,11 +13,12 @@ one pass per round. W starts at ones (= take the global model) and is kept betwe
 personalised model: it is what the client evaluates and where its local training starts. The server is plain
 FedAvg.
 
-Adaptations to verification (documented, not in the paper): the loss L is FedPrint's batch contrastive loss
-(Yan et al. 2025 Eq. 1) over P x K batches of the sample (identities = connected components of the genuine
-training pairs), not cross-entropy; the start phase stops after ``max_passes`` passes at the latest (the
-reference code has no cap). Defaults follow the reference implementation (PFLlib ``utils/ALA.py``): η = 1,
-s = 80 %, the top 2 parameter tensors (the head's weight and bias), threshold 0.1 over 10 losses.
+Adaptations to verification (documented, not in the paper): the loss L is the client's training loss
+(:func:`client.trainer.embedding_loss`: Yan et al. 2025 Eq. 1 by default) over P x K batches of the sample
+(identities = connected components of the genuine training pairs), not cross-entropy; the start phase stops
+after ``max_passes`` passes at the latest (the reference code has no cap). Defaults follow the reference
+implementation (PFLlib ``utils/ALA.py``): η = 1, s = 80 %, the top 2 parameter tensors (the head's weight and
+bias), threshold 0.1 over 10 losses.
 
 References
 ----------
@@ -37,9 +38,9 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from client.trainer import identities_from_pairs, pk_batches
+from client.trainer import embedding_loss, identities_from_pairs, pk_batches
 from data.pairs import PairSet
-from models.loss import batch_contrastive_loss
+from fedprint_config import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class ALASettings:
 
 def adaptive_local_aggregation(global_net: nn.Module, local_net: nn.Module, images: torch.Tensor,
                                train_pairs: PairSet, weights: dict[str, torch.Tensor] | None, *,
-                               settings: ALASettings, p: int, k: int, margin: float, balance: bool,
+                               settings: ALASettings, cfg: TrainConfig,
                                rng: np.random.Generator) -> tuple[nn.Module, dict[str, torch.Tensor], dict]:
     """θ̂_i from the global and the local model (module docstring); returns (θ̂_i, W_i, info).
 
@@ -70,8 +71,9 @@ def adaptive_local_aggregation(global_net: nn.Module, local_net: nn.Module, imag
     weights : dict name -> Tensor, optional
         W_i from the previous round (None: the start phase, W = 1).
     settings : ALASettings
-    p, k, margin, balance
-        P x K batch shape and contrastive loss settings (the client's training recipe).
+    cfg : TrainConfig
+        The client's training recipe: its P x K batch shape (``p``, ``k``) and its loss
+        (:func:`client.trainer.embedding_loss`).
     rng : numpy Generator
         Draws the sample and the batches.
 
@@ -111,15 +113,15 @@ def adaptive_local_aggregation(global_net: nn.Module, local_net: nn.Module, imag
     size = max(2, int(round(len(used) * settings.percent / 100.0)))
     pick = np.sort(rng.choice(len(used), size=min(size, len(used)), replace=False))
     s_used, s_labels = used[pick], labels[pick]
-    per_pass = max(1, math.ceil(len(s_used) / (p * k)))
+    per_pass = max(1, math.ceil(len(s_used) / (cfg.p * cfg.k)))
 
     net.train()
     losses: list[float] = []
     while True:
-        for b in pk_batches(s_labels, p, k, per_pass, rng):
+        for b in pk_batches(s_labels, cfg.p, cfg.k, per_pass, rng):
             top_t = {n: (theta[n] + diff[n] * w[n]).requires_grad_(True) for n in top}
             emb = functional_call(net, {**fixed, **top_t}, (images[torch.from_numpy(s_used[b])],))
-            loss = batch_contrastive_loss(emb, torch.from_numpy(s_labels[b]), margin=margin, balance=balance)
+            loss = embedding_loss(emb, torch.from_numpy(s_labels[b]), cfg)
             grads = torch.autograd.grad(loss, [top_t[n] for n in top])
             with torch.no_grad():
                 for n, g in zip(top, grads, strict=True):

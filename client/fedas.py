@@ -14,8 +14,8 @@ steps to FedAvg:
 The personalised model (aligned base + own head, after local training) is what the client evaluates.
 
 Adaptations (documented): classes are fingers (connected components of the genuine training pairs); the
-Fisher estimate uses FedPrint's contrastive loss on P x K batches (the reference code uses the
-negative log-likelihood of a classifier, which a verifier does not have). Defaults follow PFLlib
+Fisher estimate uses the client's training loss (:func:`client.trainer.embedding_loss`) on P x K batches (the
+reference code uses the negative log-likelihood of a classifier, which a verifier does not have). Defaults follow PFLlib
 ``clientas.py`` (one alignment epoch, SGD lr 0.01, batch 16).
 
 References
@@ -33,9 +33,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from client.trainer import identities_from_pairs, pk_batches
+from client.trainer import embedding_loss, identities_from_pairs, pk_batches
 from data.pairs import PairSet
-from models.loss import batch_contrastive_loss
+from fedprint_config import TrainConfig
 from models.siamese import head_parameter_names
 
 
@@ -97,16 +97,15 @@ def with_own_head(base_net: nn.Module, own: nn.Module) -> nn.Module:
     return net
 
 
-def fisher_trace(net: nn.Module, images: torch.Tensor, train_pairs: PairSet, *, p: int, k: int, margin: float,
-                 balance: bool, rng: np.random.Generator) -> float:
+def fisher_trace(net: nn.Module, images: torch.Tensor, train_pairs: PairSet, *, cfg: TrainConfig,
+                 rng: np.random.Generator) -> float:
     """Σ over one pass of P x K batches of ‖∇_θ L(batch)‖² (eval mode): FedAS's Fisher-trace estimate."""
     used, labels = identities_from_pairs(train_pairs)
     net.eval()
     params = [q for q in net.parameters() if q.requires_grad]
     total = 0.0
-    for b in pk_batches(labels, p, k, max(1, math.ceil(len(used) / (p * k))), rng):
-        loss = batch_contrastive_loss(net(images[torch.from_numpy(used[b])]), torch.from_numpy(labels[b]),
-                                      margin=margin, balance=balance)
+    for b in pk_batches(labels, cfg.p, cfg.k, max(1, math.ceil(len(used) / (cfg.p * cfg.k))), rng):
+        loss = embedding_loss(net(images[torch.from_numpy(used[b])]), torch.from_numpy(labels[b]), cfg)
         grads = torch.autograd.grad(loss, params, allow_unused=True)
         total += float(sum((g.detach() ** 2).sum() for g in grads if g is not None))
     return total

@@ -71,8 +71,7 @@ def _ala(global_net: nn.Module, data: ClientData, state: RecordDict, fed: Federa
     weights = (state.array_records[_ALA_W].to_torch_state_dict() if _ALA_W in state.array_records else None)
     settings = ALASettings(layers=fed.ala_layers, eta=fed.ala_eta, percent=fed.ala_percent)
     net, w, info = adaptive_local_aggregation(global_net, local, data.images, data.train_pairs, weights,
-                                              settings=settings, p=tcfg.p, k=tcfg.k, margin=tcfg.margin,
-                                              balance=tcfg.balance, rng=np.random.default_rng(seed))
+                                              settings=settings, cfg=tcfg, rng=np.random.default_rng(seed))
     state[_ALA_INFO] = MetricRecord({
         "ala-mean-weight": float(sum(t.sum() for t in w.values()) / sum(t.numel() for t in w.values())),
         "ala-passes": int(info["passes"])})
@@ -120,8 +119,7 @@ def personal_train(method: str, global_net: nn.Module, data: ClientData, state: 
         align_to_prototypes(global_net, data.images, used, labels, protos, rng=rng, lr=fed.as_align_lr)
         net = with_own_head(global_net, local)
         history = train_siamese(net, data.images, data.train_pairs, tcfg, progress=False, desc=data.name)
-        extra["fim-trace"] = fisher_trace(net, data.images, data.train_pairs, p=tcfg.p, k=tcfg.k,
-                                          margin=tcfg.margin, balance=tcfg.balance, rng=rng)
+        extra["fim-trace"] = fisher_trace(net, data.images, data.train_pairs, cfg=tcfg, rng=rng)
         state[_MODEL] = ArrayRecord(net.state_dict())
         return net, history, extra
     raise ValueError(f"method: expected one of {PERSONALIZED}, got {method!r}")

@@ -35,6 +35,7 @@ from models.dense_loss import dense_contrastive_loss
 from models.device import autocast, current_device, grad_scaler, on_device
 from models.loss import batch_contrastive_loss, contrastive_loss
 from models.minutiae_map import MinutiaeHead, minutiae_map_loss
+from models.supcon import batch_supcon_loss
 
 
 def _cap(pairs: PairSet, cap: int | None, rng: np.random.Generator) -> PairSet:
@@ -79,6 +80,15 @@ def pk_batches(labels: np.ndarray, p: int, k: int, n_batches: int, rng: np.rando
     return out
 
 
+def embedding_loss(emb: torch.Tensor, labels: torch.Tensor, cfg: TrainConfig) -> torch.Tensor:
+    """The embedding's loss of one P x K batch under ``cfg.loss``: Eq. 1 over every pair
+    (:func:`models.loss.batch_contrastive_loss`, ``cfg.margin``, ``cfg.balance``) or the supervised contrastive
+    loss (:func:`models.supcon.batch_supcon_loss`, ``cfg.temperature``). Every P x K loop of a client uses it."""
+    if cfg.loss == "supcon":
+        return batch_supcon_loss(emb, labels, cfg.temperature)
+    return batch_contrastive_loss(emb, labels, margin=cfg.margin, balance=cfg.balance)
+
+
 def _lr_lambda(cfg: TrainConfig, total: int):
     if cfg.schedule == "constant" or total <= 1:
         return lambda step: 1.0
@@ -106,7 +116,7 @@ def train_siamese(
     device: torch.device | None = None,
     amp: bool = True,
 ) -> list[dict]:
-    """Train ``encoder`` in place with the contrastive loss (Eq. 1) on ``images``.
+    """Train ``encoder`` in place on ``images`` with the contrastive loss (Eq. 1) or ``cfg.loss``.
 
     Parameters
     ----------
@@ -124,7 +134,7 @@ def train_siamese(
     regularizer : callable, optional
         Called after each step's forward pass(es); its scalar is added to the loss that is back-propagated
         (e.g. FedDBE's mean regularisation, which depends on that step's features). The reported ``loss``
-        stays the contrastive loss alone.
+        stays the embedding's loss alone.
     device : torch.device, optional
         Where the network trains (default :func:`models.device.current_device`; CPU unless chosen). Batches are
         drawn and augmented on the CPU with the same generators whatever the device, then moved; the encoder is
@@ -210,7 +220,7 @@ def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_ep
                 with autocast(dev, amp):
                     emb, fmap, middle = encoder.embed_with_maps(x) if need_map else (encoder(x), None, None)
                     pred = head(fmap if cfg.minutiae_layer == "last" else middle) if head is not None else None
-                loss = batch_contrastive_loss(emb.float(), lab.to(dev), margin=cfg.margin, balance=cfg.balance)
+                loss = embedding_loss(emb.float(), lab.to(dev), cfg)
                 if cfg.dense_weight > 0:
                     loss = loss + cfg.dense_weight * dense_contrastive_loss(fmap, x, lab, gen)
                 if pred is not None:

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 SAMPLERS = ("pk", "pairs")
 SCHEDULES = ("cosine", "constant")
 MINUTIAE_LAYERS = ("last", "middle")
+LOSSES = ("contrastive", "supcon")
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,13 @@ class TrainConfig:
     minutiae_layer : str
         Which feature map the minutiae head reads: ``"last"`` (default; the map the embedding pools, S/16) or
         ``"middle"`` (the end of block 3, S/8: the branch leaves the shared trunk earlier, as in DeepPrint).
+    loss : str
+        The embedding's loss: ``"contrastive"`` (default; Eq. 1 over every pair of the batch,
+        :func:`models.loss.batch_contrastive_loss`) or ``"supcon"`` (the supervised contrastive loss of Khosla et
+        al. 2020, :func:`models.supcon.batch_supcon_loss`: a softmax over the batch that weighs the hardest
+        impostors most; needs ``sampler = "pk"``).
+    temperature : float
+        Temperature tau of ``loss = "supcon"`` (default 0.1).
     schedule : str
         ``"cosine"`` (default: linear warm-up over the first 5 % of steps, cosine decay to 5 % of ``lr`` over
         one call of the trainer, i.e. one federated round) or ``"constant"``.
@@ -75,6 +83,8 @@ class TrainConfig:
     dense_weight: float = 0.0
     minutiae_weight: float = 0.0
     minutiae_layer: str = "last"
+    loss: str = "contrastive"
+    temperature: float = 0.1
     schedule: str = "cosine"
     balance: bool = True
     batch_size: int = 32
@@ -96,6 +106,8 @@ class TrainConfig:
             "dense_weight": self.dense_weight >= 0 and (self.dense_weight == 0 or self.sampler == "pk"),
             "minutiae_weight": self.minutiae_weight >= 0 and (self.minutiae_weight == 0 or self.sampler == "pk"),
             "minutiae_layer": self.minutiae_layer in MINUTIAE_LAYERS,
+            "loss": self.loss in LOSSES and (self.loss == "contrastive" or self.sampler == "pk"),
+            "temperature": self.temperature > 0,
             "batch_size": self.batch_size >= 1,
             "margin": self.margin > 0,
             "impostor_ratio": self.impostor_ratio > 0,
@@ -104,7 +116,8 @@ class TrainConfig:
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
             raise ValueError(f"train: invalid value for {', '.join(bad)} (sampler one of {SAMPLERS}, schedule one "
-                             f"of {SCHEDULES}, minutiae_layer one of {MINUTIAE_LAYERS}, p and k >= 2, scale_jitter "
+                             f"of {SCHEDULES}, minutiae_layer one of {MINUTIAE_LAYERS}, loss one of {LOSSES} (not "
+                             f"contrastive only with sampler = \"pk\"), p and k >= 2, scale_jitter "
                              f"in [0, 1), texture in [0, 1], dense_weight "
                              f"and minutiae_weight > 0 only with sampler = \"pk\", positive numbers elsewhere): "
                              f"{asdict(self)}")

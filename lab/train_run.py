@@ -210,7 +210,9 @@ def _report(cfg, mode, clients, rows, avg, history, seconds, dp, real) -> str:
         f"{cfg.model.input_size} px at {cfg.model.input_dpi:g} dpi ({cfg.model.crop} crop), initial weights "
         f"{cfg.model.init}; {cfg.train.epochs} epochs, sampler {cfg.train.sampler} (P {cfg.train.p} x K "
         f"{cfg.train.k}), augmentation {_augment_label(cfg.train)}, Adam lr {cfg.train.lr} "
-        f"({cfg.train.schedule}), margin {cfg.train.margin}"
+        f"({cfg.train.schedule}), "
+        + (f"supervised contrastive loss (temperature {cfg.train.temperature:g})" if cfg.train.loss == "supcon"
+           else f"contrastive loss, margin {cfg.train.margin}")
         + (f", dense-match loss weight {cfg.train.dense_weight:g}" if cfg.train.dense_weight > 0 else "")
         + (f", minutiae-map loss weight {cfg.train.minutiae_weight:g} (targets from the extractor on the inputs)"
            if cfg.train.minutiae_weight > 0 else "")

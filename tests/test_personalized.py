@@ -19,7 +19,11 @@ from client.fedala import ALASettings, adaptive_local_aggregation
 from client.fedas import align_to_prototypes, finger_prototypes, fisher_trace, with_own_head
 from client.feddbe import DBEEncoder
 from data.pairs import PairSet
+from fedprint_config import TrainConfig
 from models.siamese import head_parameter_names, new_encoder
+
+#: The P x K shape and loss of the toy clients (Eq. 1, margin 1, balanced).
+_PK = TrainConfig(p=3, k=4)
 
 
 def _toy(n_fingers: int = 6, k: int = 4, size: int = 32, seed: int = 0):
@@ -49,7 +53,7 @@ def test_ala_keeps_lower_layers_global_and_top_layers_between():
     images, pairs = _toy()
     glob, local = _net(0), _net(1)
     net, w, info = adaptive_local_aggregation(glob, local, images, pairs, None, settings=ALASettings(max_passes=12),
-                                              p=3, k=4, margin=1.0, balance=True, rng=np.random.default_rng(0))
+                                              cfg=_PK, rng=np.random.default_rng(0))
     assert not info["skipped"] and info["start_phase"] and info["passes"] >= 1
     g, loc, out = dict(glob.named_parameters()), dict(local.named_parameters()), dict(net.named_parameters())
     top = list(w)
@@ -63,8 +67,8 @@ def test_ala_keeps_lower_layers_global_and_top_layers_between():
         assert float(w[n].min()) >= 0.0 and float(w[n].max()) <= 1.0
     assert any(float(w[n].min()) < 1.0 for n in top)  # the weights were learned, not left at "take global"
     # later rounds: one pass only, starting from the stored weights
-    _, w2, info2 = adaptive_local_aggregation(glob, local, images, pairs, w, settings=ALASettings(), p=3, k=4,
-                                              margin=1.0, balance=True, rng=np.random.default_rng(1))
+    _, w2, info2 = adaptive_local_aggregation(glob, local, images, pairs, w, settings=ALASettings(), cfg=_PK,
+                                              rng=np.random.default_rng(1))
     assert info2["passes"] == 1 and not info2["start_phase"]
 
 
@@ -72,7 +76,7 @@ def test_ala_first_round_takes_the_global_model():
     images, pairs = _toy()
     glob = _net(0)
     net, _, info = adaptive_local_aggregation(glob, copy.deepcopy(glob), images, pairs, None,
-                                              settings=ALASettings(), p=3, k=4, margin=1.0, balance=True,
+                                              settings=ALASettings(), cfg=_PK,
                                               rng=np.random.default_rng(0))
     assert info["skipped"]
     assert all(torch.equal(a, b) for a, b in zip(net.state_dict().values(), glob.state_dict().values(),
@@ -113,7 +117,7 @@ def test_fedas_alignment_moves_the_base_to_local_prototypes_only():
     mixed = with_own_head(glob, local)
     assert torch.equal(mixed.fc.weight, local.fc.weight) and torch.equal(mixed.features[0].weight,
                                                                            glob.features[0].weight)
-    assert fisher_trace(mixed, images, pairs, p=3, k=4, margin=1.0, balance=True,
+    assert fisher_trace(mixed, images, pairs, cfg=_PK,
                         rng=np.random.default_rng(0)) > 0
 
 
