@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
+import json
 import os
 import sys
 import time
@@ -62,7 +64,8 @@ MIN_IMPOSTORS_FMR1 = 100
 LEVERS = {"fcj_rr128_dense_e40": "fcj_rr128_e40", "fcj_rr128g3_e40": "fcj_rr128_e40",
           "fcj_rr128_min_e40": "fcj_rr128_e40", "fcj_rr128_min01_e40": "fcj_rr128_e40",
           "fcj_rr128_minmid_e40": "fcj_rr128_e40", "fcj_rr128f500_e40": "fcj_rr128_e40",
-          "fcj_rr192_lr1e3_e120": "fcj_rr192_e120"}
+          "fcj_rr192_lr1e3_e120": "fcj_rr192_e120", "fcj_rr128_supcon_e40": "fcj_rr128_e40",
+          "fcj_rr192_supcon_e120": "fcj_rr192_e120"}
 #: Genuine and impostor pairs per institution the classical matcher scored (``--classical-pairs`` / ``--pairs``).
 CLASSICAL_PAIRS = 200
 
@@ -130,8 +133,33 @@ def score_run(toml: Path, models: dict[str, Path], *, label: str, variant: str, 
     return rows
 
 
+#: Bump when :func:`score_run` changes what it computes: rows cached under another version are recomputed.
+SCORING_VERSION = 1
+
+
+def cached_rows(folder: Path, inputs: list[Path], compute) -> list[dict]:
+    """``compute()``'s rows, cached in ``<folder>/dense_scores.json`` under the SHA-256 of ``inputs`` (model files,
+    TOML, classical CSV) and :data:`SCORING_VERSION`: a regeneration rescores only runs that changed."""
+    digest = hashlib.sha256(str(SCORING_VERSION).encode())
+    for path in inputs:
+        digest.update(path.read_bytes())
+    key, cache = digest.hexdigest(), folder / "dense_scores.json"
+    if cache.is_file():
+        stored = json.loads(cache.read_text())
+        if stored.get("key") == key:
+            return stored["rows"]
+    rows = compute()
+    write_text(cache, json.dumps({"key": key, "rows": rows}, default=float))
+    return rows
+
+
 def train_run_job(folder: Path, toml: Path) -> list[dict]:
     """A ``fedprint train`` run folder (``<name>`` or ``<name>-s<k>`` for split k of a variant)."""
+    inputs = [_model_file(folder), toml] + [p for p in [folder / "classical_comparison.csv"] if p.is_file()]
+    return cached_rows(folder, inputs, lambda: _train_run_rows(folder, toml))
+
+
+def _train_run_rows(folder: Path, toml: Path) -> list[dict]:
     classical = None
     if (folder / "classical_comparison.csv").is_file():
         with open(folder / "classical_comparison.csv") as f:
@@ -149,6 +177,13 @@ SIMULATE_METHODS = ("centralized", "fedavg", "fedprox", "affr")
 def simulate_job(folder: Path, classical_csv: Path | None) -> list[dict]:
     """A ``fedprint simulate --seeds`` seed folder (``experiment.toml``, ``<method>/model.pt``); the classical
     subset from ``bench/classical_heldout.py``'s CSV when given."""
+    inputs = [folder / "experiment.toml"] + [folder / m / "model.pt" for m in SIMULATE_METHODS
+                                             if (folder / m / "model.pt").is_file()]
+    return cached_rows(folder, inputs + ([classical_csv] if classical_csv is not None else []),
+                       lambda: _simulate_rows(folder, classical_csv))
+
+
+def _simulate_rows(folder: Path, classical_csv: Path | None) -> list[dict]:
     cfg, _ = load_experiment(folder / "experiment.toml")
     classical = None
     if classical_csv is not None:

@@ -43,6 +43,8 @@ VARIANTS: dict[str, tuple[str, dict]] = {
                    "sets), no texture", {"scale_jitter": 0.2}),
     "minutiae": ("+ DeepPrint's minutiae-map branch (weight 1, on the block-3 map; targets from the minutiae "
                  "extractor on each input)", {"minutiae_weight": 1.0, "minutiae_layer": "middle"}),
+    "supcon": ("the supervised contrastive loss (Khosla et al. 2020, temperature 0.1) instead of Eq. 1",
+               {"loss": "supcon"}),
 }
 BASELINE = "baseline"
 #: Score columns of study_dense_match.score_transfer, and their names here.

@@ -20,3 +20,20 @@ def test_levers_are_paired_by_split_and_unpaired_splits_left_out():
     assert len(body) == len(SCORES) and all("| 2 |" in ln for ln in body)
     assert "-1.0, -2.0" in body[0] and "+0.0 [+0.0, +0.0]" in body[0].split("|")[-2]
     assert _lever_lines([_row("fcj_rr128_e40", 0, 0.1)]) == []
+
+
+def test_scores_are_cached_until_an_input_changes(tmp_path):
+    from bench.study_dense_match import cached_rows
+
+    model = tmp_path / "model.pt"
+    model.write_bytes(b"weights 1")
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return [{"run": "r", "global EER": 0.1 * len(calls), "split": 0}]
+
+    first = cached_rows(tmp_path, [model], compute)
+    assert cached_rows(tmp_path, [model], compute) == first and len(calls) == 1
+    model.write_bytes(b"weights 2")  # a retrained model is rescored
+    assert cached_rows(tmp_path, [model], compute)[0]["global EER"] == 0.2 and len(calls) == 2
