@@ -137,13 +137,18 @@ def score_run(toml: Path, models: dict[str, Path], *, label: str, variant: str, 
 SCORING_VERSION = 1
 
 
-def cached_rows(folder: Path, inputs: list[Path], compute) -> list[dict]:
-    """``compute()``'s rows, cached in ``<folder>/dense_scores.json`` under the SHA-256 of ``inputs`` (model files,
-    TOML, classical CSV) and :data:`SCORING_VERSION`: a regeneration rescores only runs that changed."""
-    digest = hashlib.sha256(str(SCORING_VERSION).encode())
+#: Where :func:`score_transfer` keeps its rows (one file per model path).
+TRANSFER_CACHE = ROOT / "runs" / ".cache" / "transfer_scores"
+
+
+def cached_rows(cache: Path, inputs: list[Path], compute, note: str = "") -> list[dict]:
+    """``compute()``'s rows, cached in the JSON file ``cache`` under the SHA-256 of ``inputs`` (model files, TOML,
+    classical CSV), ``note`` (e.g. the real-set root) and :data:`SCORING_VERSION`: a regeneration rescores only
+    what changed."""
+    digest = hashlib.sha256((str(SCORING_VERSION) + (f"\n{note}" if note else "")).encode())
     for path in inputs:
         digest.update(path.read_bytes())
-    key, cache = digest.hexdigest(), folder / "dense_scores.json"
+    key = digest.hexdigest()
     if cache.is_file():
         stored = json.loads(cache.read_text())
         if stored.get("key") == key:
@@ -156,7 +161,7 @@ def cached_rows(folder: Path, inputs: list[Path], compute) -> list[dict]:
 def train_run_job(folder: Path, toml: Path) -> list[dict]:
     """A ``fedprint train`` run folder (``<name>`` or ``<name>-s<k>`` for split k of a variant)."""
     inputs = [_model_file(folder), toml] + [p for p in [folder / "classical_comparison.csv"] if p.is_file()]
-    return cached_rows(folder, inputs, lambda: _train_run_rows(folder, toml))
+    return cached_rows(folder / "dense_scores.json", inputs, lambda: _train_run_rows(folder, toml))
 
 
 def _train_run_rows(folder: Path, toml: Path) -> list[dict]:
@@ -179,7 +184,7 @@ def simulate_job(folder: Path, classical_csv: Path | None) -> list[dict]:
     subset from ``bench/classical_heldout.py``'s CSV when given."""
     inputs = [folder / "experiment.toml"] + [folder / m / "model.pt" for m in SIMULATE_METHODS
                                              if (folder / m / "model.pt").is_file()]
-    return cached_rows(folder, inputs + ([classical_csv] if classical_csv is not None else []),
+    return cached_rows(folder / "dense_scores.json", inputs + ([classical_csv] if classical_csv is not None else []),
                        lambda: _simulate_rows(folder, classical_csv))
 
 
@@ -200,7 +205,14 @@ def score_transfer(model_path: Path, real: Path) -> list[dict]:
     """Global and dense EER / FNMR@FMR1% of a model file on ALL pairs of every real set under ``real``
     (:func:`data.real_sets.real_set_dirs`), and ``global + dense`` where the model file stores a fusion
     calibration (``fedprint calibrate --score fused``): the sets give no validation pairs of their own, so
-    nothing is calibrated on them here. The dense match searches as the calibration says (default otherwise)."""
+    nothing is calibrated on them here. The dense match searches as the calibration says (default otherwise).
+    Cached under :data:`TRANSFER_CACHE`."""
+    name = hashlib.sha256(str(model_path.resolve()).encode()).hexdigest()[:16]
+    return cached_rows(TRANSFER_CACHE / f"{name}.json", [model_path], lambda: _transfer_rows(model_path, real),
+                       note=str(real.resolve()))
+
+
+def _transfer_rows(model_path: Path, real: Path) -> list[dict]:
     from data.datasets import load_dataset
     from data.real_sets import real_set_dirs
     from recognition.matching import pair_similarities, protocol_pairs

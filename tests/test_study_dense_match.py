@@ -33,7 +33,9 @@ def test_scores_are_cached_until_an_input_changes(tmp_path):
         calls.append(1)
         return [{"run": "r", "global EER": 0.1 * len(calls), "split": 0}]
 
-    first = cached_rows(tmp_path, [model], compute)
-    assert cached_rows(tmp_path, [model], compute) == first and len(calls) == 1
+    first = cached_rows(tmp_path / "scores.json", [model], compute)
+    assert cached_rows(tmp_path / "scores.json", [model], compute) == first and len(calls) == 1
     model.write_bytes(b"weights 2")  # a retrained model is rescored
-    assert cached_rows(tmp_path, [model], compute)[0]["global EER"] == 0.2 and len(calls) == 2
+    assert cached_rows(tmp_path / "scores.json", [model], compute)[0]["global EER"] == 0.2 and len(calls) == 2
+    assert cached_rows(tmp_path / "scores.json", [model], compute, note="/other/real/root")  # another root
+    assert len(calls) == 3
