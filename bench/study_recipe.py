@@ -278,25 +278,35 @@ def render_screen(rows: dict[str, dict[int, dict]]) -> str:
     return "\n".join(lines + [""])
 
 
+#: The full-budget variant the others are paired with, split by split.
+FULL_BASE = "fcj_rr192_e120"
+
+
 def render_splits(rows: dict[str, dict[int, dict]]) -> str:
-    """Full-budget variants run on several finger splits: mean FCJ held-out EER / FNMR with a 95 % interval."""
+    """Full-budget variants run on several finger splits: mean FCJ held-out EER / FNMR with a 95 % interval, and
+    each minus :data:`FULL_BASE` on the same splits."""
     from lab.multi_seed import ci95
 
     rows = {n: per for n, per in rows.items() if len(per) >= 2}
     if not rows:
         return ""
+    base = rows.get(FULL_BASE, {})
     lines = ["## Full-budget variants on several finger splits", "",
-             "Split *s* holds out another 40 FCJ fingers (`[run] seed = s`); 600 genuine / 20,000 impostor pairs each.",
-             "", "| variant | splits | EER % mean [95 % CI] | per split | FNMR@FMR1 % mean [95 % CI] | per split |",
-             "|---|---|---|---|---|---|"]
+             "Split *s* holds out another 40 FCJ fingers (`[run] seed = s`); 600 genuine / 20,000 impostor pairs each."
+             f" Differences are paired by split with `{FULL_BASE}`.",
+             "", "| variant | splits | EER % mean [95 % CI] | per split | FNMR@FMR1 % mean [95 % CI] | per split | "
+             f"EER − {FULL_BASE}, points [95 % CI] | FNMR − {FULL_BASE}, points [95 % CI] |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, per in rows.items():
         seeds = sorted(per)
-        cells = []
+        paired = [s for s in seeds if s in base] if name != FULL_BASE else []
+        cells, diffs = [], []
         for key in ("eer", "fmr100"):
             vals = [100 * per[k][key] for k in seeds]
             m, lo, hi = ci95(vals)
             cells += [f"{m:.1f} [{lo:.1f}, {hi:.1f}]", ", ".join(f"{v:.1f}" for v in vals)]
-        lines.append(f"| {name} | {len(seeds)} | " + " | ".join(cells) + " |")
+            diffs.append(_paired([100 * (per[s][key] - base[s][key]) for s in paired]) if paired else "—")
+        lines.append(f"| {name} | {len(seeds)} | " + " | ".join(cells + diffs) + " |")
     return "\n".join(lines + [""])
 
 
