@@ -326,6 +326,10 @@ def _render(info: RunInfo, store: AuditStore, plan: list[str], settings: AuditSe
         first = next(iter(inv.values()))
         results = {label: v["result"] for label, v in inv.items()}
         lines.append(inversion_section(first["model"], first["client"], settings.fpdfsn_beta, results))
+        if info.cfg.train.loss != "contrastive":
+            lines.append(f"The run trained with `[train] loss = \"{info.cfg.train.loss}\"`; the attacks above invert "
+                         "gradients of Eq. 1 on pairs, so they bound what a server learns from such gradients, not "
+                         "from this run's own updates.\n")
         write_json(out / "inversion.json", results)
         write_csv(out / "inversion.csv", [{"condition": c, **r} for c, res in results.items() for r in res["rows"]])
     inv_results = {label: v["result"] for label, v in inv.items()}

@@ -3,7 +3,8 @@
 Default recipe (``TrainConfig``), chosen to learn on 2 CPU cores:
 
 * identity-balanced **P x K batches** (P fingers x K impressions, one forward pass per image) with Yan et al. 2025's
-  contrastive loss Eq. 1 over every pair in the batch (:func:`models.loss.batch_contrastive_loss`);
+  contrastive loss Eq. 1 over every pair in the batch (:func:`models.loss.batch_contrastive_loss`), or with
+  ``[train] loss = "supcon"`` the supervised contrastive loss (:func:`embedding_loss`);
 * on-the-fly **augmentation** that mimics impression variation (:mod:`models.augment`);
 * Adam with a **cosine learning-rate schedule** (linear warm-up) within each call.
 
