@@ -108,6 +108,10 @@ VARIANTS: dict[str, dict] = {
                                     train={"loss": "supcon"}),
     "fcj_rr128_supcon_lr1e3_e40": _screen("supervised contrastive loss with learning rate 1e-3 (both screened "
                                           "levers together)", train={"loss": "supcon", "lr": 1e-3}),
+    "fcj_rr128_supcon_t005_e40": _screen("supervised contrastive loss with temperature 0.05 (sharper: the hardest "
+                                         "impostors weigh more)", train={"loss": "supcon", "temperature": 0.05}),
+    "fcj_rr128_supcon_t02_e40": _screen("supervised contrastive loss with temperature 0.2 (softer)",
+                                        train={"loss": "supcon", "temperature": 0.2}),
     "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
@@ -120,7 +124,7 @@ SCREEN_BASE = "fcj_rr128_e40"
 SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr128_p32_e40", "fcj_rr128g3_e40",
           "fcj_rr128_mix_e40", "fcj_rr128_dense_e40", "fcj_rr128_min_e40",
           "fcj_rr128_min01_e40", "fcj_rr128_minmid_e40", "fcj_rr128f500_e40", "fcj_rr128_supcon_e40",
-          "fcj_rr128_supcon_lr1e3_e40")
+          "fcj_rr128_supcon_lr1e3_e40", "fcj_rr128_supcon_t005_e40", "fcj_rr128_supcon_t02_e40")
 
 
 def _toml_value(v) -> str:
