@@ -116,6 +116,9 @@ VARIANTS: dict[str, dict] = {
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
                               "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon"}},
+    "fcj_rr192_supcon_t005_e120": {"what": "fcj_rr192_supcon_e120 with temperature 0.05",
+                                   "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
+                                   "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
 }
 
 
