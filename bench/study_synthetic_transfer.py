@@ -84,15 +84,9 @@ def run_variant(variant: str, seed: int, runs: Path) -> Path:
 
 
 def score(folder: Path, real: Path) -> list[dict]:
-    """Transfer rows of a run folder's model, cached in ``transfer.json`` beside it (newer than the model)."""
-    model, cache = folder / "model_centralized.pt", folder / "transfer.json"
-    if cache.exists() and cache.stat().st_mtime > model.stat().st_mtime:
-        kept = json.loads(cache.read_text())
-        if kept.get("real") == str(real):
-            return kept["rows"]
-    rows = score_transfer(model, real)
-    cache.write_text(json.dumps({"real": str(real), "rows": rows}, default=float))
-    return rows
+    """Transfer rows of a run folder's model (:func:`bench.study_dense_match.score_transfer`, which caches them
+    keyed on the model file's bytes and the real-set root)."""
+    return score_transfer(folder / "model_centralized.pt", real)
 
 
 def _pct(x) -> str:
