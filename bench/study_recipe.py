@@ -42,8 +42,15 @@ def synth_sources(fingers: int = 150) -> str:
                      f'seed = 1000\n' for p in ("socofing", "casia", "nist_sd10"))
 
 
+#: Where FCJ2020 is read from and at which resolution (None: the loader's 500 dpi); ``--fcj-root`` / ``--fcj-dpi``
+#: point the study at a copy, e.g. one resampled to 250 dpi to move it to another machine.
+FCJ: dict = {"root": None, "dpi": None}
+
+
 def _fcj(real: Path) -> str:
-    return f'[[data.sources]]\nkind = "dataset"\nlayout = "generic"\nroot = "{real / "fcj2020_dev"}"\n'
+    root = FCJ["root"] or real / "fcj2020_dev"
+    dpi = f"dpi = {float(FCJ['dpi'])}\n" if FCJ["dpi"] else ""
+    return f'[[data.sources]]\nkind = "dataset"\nlayout = "generic"\nroot = "{root}"\n{dpi}'
 
 
 def _screen(what: str, *, train: dict | None = None, model: dict | None = None, **extra) -> dict:
@@ -116,6 +123,30 @@ VARIANTS: dict[str, dict] = {
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
                               "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon"}},
+    # A wider encoder (twice the channels, ~4x the multiply-adds): the lever for a GPU (issue 22 §2).
+    "pretrain_ridge_w32": {"what": "synthetic-only ridge pre-training of a twice-as-wide encoder (width 32)",
+                           "synthetic": True, "model": {"input_size": 128, "normalization": "ridge", "width": 32},
+                           "train": {"epochs": 55, "lr": 1e-3}},
+    "fcj_rr192_w32_e120": {"what": "fcj_rr192_e120 with a twice-as-wide encoder (width 32, from pretrain_ridge_w32)",
+                           "model": {"input_size": 192, "normalization": "ridge", "width": 32},
+                           "init": "pretrain_ridge_w32", "train": {"epochs": 120, "lr": 5e-4}},
+    "fcj_rr192_w32_supcon_t005_e120": {"what": "fcj_rr192_w32_e120 with the supervised contrastive loss, "
+                                               "temperature 0.05",
+                                       "model": {"input_size": 192, "normalization": "ridge", "width": 32},
+                                       "init": "pretrain_ridge_w32",
+                                       "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
+    "pretrain_ridge_w64": {"what": "synthetic-only ridge pre-training of a four-times-as-wide encoder (width 64)",
+                           "synthetic": True, "model": {"input_size": 128, "normalization": "ridge", "width": 64},
+                           "train": {"epochs": 55, "lr": 1e-3}},
+    "fcj_rr192_w64_e120": {"what": "fcj_rr192_e120 with a four-times-as-wide encoder (width 64, from "
+                                   "pretrain_ridge_w64)",
+                           "model": {"input_size": 192, "normalization": "ridge", "width": 64},
+                           "init": "pretrain_ridge_w64", "train": {"epochs": 120, "lr": 5e-4}},
+    "fcj_rr192_w64_supcon_t005_e120": {"what": "fcj_rr192_w64_e120 with the supervised contrastive loss, "
+                                               "temperature 0.05",
+                                       "model": {"input_size": 192, "normalization": "ridge", "width": 64},
+                                       "init": "pretrain_ridge_w64",
+                                       "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
     "fcj_rr192_supcon_t005_e120": {"what": "fcj_rr192_supcon_e120 with temperature 0.05",
                                    "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
                                    "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
@@ -172,12 +203,24 @@ def run_variant(name: str, real: Path, runs: Path, seed: int = 0) -> None:
     train_timed(cfg, out)
 
 
+#: ``fedprint train --device`` of every run (``--device``; auto: CUDA when available).
+DEVICE = {"name": "auto"}
+
+
 def train_timed(cfg: Path, out: Path) -> None:
-    """``fedprint train --mode centralized`` of ``cfg`` into ``out``; its wall time in ``<out>.wall.json``."""
+    """``fedprint train --mode centralized`` of ``cfg`` into ``out``; its wall time and device in
+    ``<out>.wall.json``."""
+    import torch
+
+    from models.device import resolve_device
+
+    dev = resolve_device(DEVICE["name"])
+    where = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
     t = time.perf_counter()
     subprocess.run([sys.executable, str(ROOT / "fedprint_cli.py"), "train", "--mode", "centralized", "--config",
-                    str(cfg), "--out", str(out), "--quiet"], check=True, cwd=ROOT)
-    out.with_name(f"{out.name}.wall.json").write_text(json.dumps({"seconds": time.perf_counter() - t}))
+                    str(cfg), "--out", str(out), "--quiet", "--device", dev.type], check=True, cwd=ROOT)
+    out.with_name(f"{out.name}.wall.json").write_text(json.dumps({"seconds": time.perf_counter() - t,
+                                                                  "device": where}))
 
 
 def score(model_path: Path, real: Path, cache: Path | None = None) -> dict[str, dict]:
@@ -348,7 +391,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--splits", type=int, default=1,
                     help="run every selected FCJ variant on this many finger splits (seeds 0..N-1; default 1)")
     ap.add_argument("--out", default="docs/real_prints_recipe.md")
+    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                    help="where the runs train (default auto: CUDA when available)")
+    ap.add_argument("--train-only", action="store_true",
+                    help="train the selected variants on every split, score nothing and write no doc (for a "
+                         "machine without the other real sets)")
+    ap.add_argument("--fcj-root", default=None,
+                    help="FCJ2020 folder (generic layout; default <real-samples>/fcj2020_dev)")
+    ap.add_argument("--fcj-dpi", type=float, default=None,
+                    help="resolution of the --fcj-root images when it is not the sensor's 500 dpi (e.g. a copy "
+                         "resampled to 250 dpi)")
     args = ap.parse_args(argv)
+    DEVICE["name"] = args.device
+    FCJ.update(root=Path(args.fcj_root).resolve() if args.fcj_root else None, dpi=args.fcj_dpi)
     real, runs = Path(args.real_samples).resolve(), Path(args.runs)
     if not real.is_dir():
         print(f"study_recipe: error: real sets folder not found: {real} (set --real-samples or "
@@ -364,6 +419,12 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     runs.mkdir(parents=True, exist_ok=True)
+    if args.train_only:
+        for seed in range(args.splits):
+            for name in names:
+                if seed == 0 or not VARIANTS[name].get("synthetic"):
+                    run_variant(name, real, runs, seed)
+        return 0
     results = {"shipped": {"what": "the shipped model (synthetic prints only), no real training", "fcj": None,
                            "sets": score(ROOT / "models" / "pretrained" / "fedprint-synthetic.pt", real,
                                          runs / "shipped.transfer.json")}}

@@ -122,3 +122,56 @@ def test_simulation_asks_ray_for_a_gpu_share_only_on_cuda():
     assert backend_config(2)["client_resources"] == {"num_cpus": 1, "num_gpus": 0.0}
     cuda = backend_config(2, device="cuda")
     assert cuda["client_resources"]["num_gpus"] == 0.5 and cuda["init_args"]["num_gpus"] == 1
+
+
+# --- on a CUDA machine only (skipped elsewhere, with the reason) ---------------------------------------------------
+
+NEEDS_CUDA = pytest.mark.skipif(NO_CUDA, reason="needs a CUDA GPU (this machine has none)")
+
+
+@NEEDS_CUDA
+def test_cuda_embedding_matches_cpu():
+    """Embedding runs in float32 on the device: the same network gives the CPU's embeddings up to rounding."""
+    data = _data()
+    net = new_encoder("compact", 8, 0, width=4)
+    cpu = embed(net, data.images, device=torch.device("cpu"))
+    gpu = embed(net, data.images, device=torch.device("cuda"))
+    assert gpu.device.type == "cpu" and gpu.dtype == torch.float32
+    assert float((gpu - cpu).norm() / cpu.norm()) < 1e-3
+    assert all(p.device.type == "cpu" for p in net.parameters())  # moved back after the call
+
+
+@NEEDS_CUDA
+@pytest.mark.parametrize("amp", [False, True])
+def test_cuda_training_learns_and_returns_a_cpu_model(amp):
+    """Training on CUDA (float32, or mixed precision) lowers the loss like the CPU does and leaves every weight
+    on the CPU, finite, so model files and Flower messages never hold device tensors."""
+    data = _data()
+    cfg = TrainConfig(epochs=6, seed=1)
+    net = new_encoder("compact", 8, 0, width=4)
+    hist = train_siamese(net, data.images, data.train_pairs, cfg, progress=False, device=torch.device("cuda"),
+                         amp=amp)
+    losses = [h["loss"] for h in hist]
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+    assert all(p.device.type == "cpu" and torch.isfinite(p).all() for p in net.parameters())
+    cpu_net = new_encoder("compact", 8, 0, width=4)
+    cpu_hist = train_siamese(cpu_net, data.images, data.train_pairs, cfg, progress=False,
+                             device=torch.device("cpu"))
+    # Same batches and augmentations (drawn on the CPU from the same generators): the first epoch's loss agrees
+    # up to the device's arithmetic (TF32 / bfloat16 matmuls), later ones drift apart only as rounding compounds.
+    assert abs(losses[0] - cpu_hist[0]["loss"]) < (0.05 if amp else 0.01) * abs(cpu_hist[0]["loss"])
+
+
+@NEEDS_CUDA
+def test_cuda_cli_train_writes_a_model_that_loads_on_cpu(tmp_path):
+    from models.model_file import load_model
+
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text('[run]\nname = "tiny"\nseed = 0\n[[data.sources]]\nkind = "synth"\nprofile = "casia"\n'
+                   'fingers = 6\nimpressions = 4\nseed = 5\n[data]\nprotocol = "open"\n[partition]\nmode = "domain"\n'
+                   '[model]\nencoder = "compact"\nwidth = 8\ninput_size = 96\n[train]\np = 4\nk = 2\nepochs = 2\n')
+    out = tmp_path / "run"
+    assert fedprint_cli.main(["train", "--mode", "centralized", "--config", str(cfg), "--out", str(out), "--quiet",
+                              "--device", "cuda"]) == 0
+    model = load_model(out / "model_centralized.pt")
+    assert all(p.device.type == "cpu" for p in model.encoder.parameters())
