@@ -1,0 +1,56 @@
+"""bench/study_recipe.py: the TOML of a variant (FCJ copy, width), where a run trained, the split table."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from bench import study_recipe as sr
+
+
+@pytest.fixture(autouse=True)
+def _fcj_default():
+    saved = dict(sr.FCJ)
+    yield
+    sr.FCJ.update(saved)
+
+
+def test_variant_toml_reads_fcj_from_real_samples_at_the_loader_resolution(tmp_path):
+    cfg = tomllib.loads(sr.variant_toml("fcj_rr192_w32_e120", tmp_path / "real", tmp_path / "runs", seed=2))
+    (src,) = cfg["data"]["sources"]
+    assert src["root"] == str(tmp_path / "real" / "fcj2020_dev") and "dpi" not in src
+    assert cfg["model"]["width"] == 32 and cfg["run"]["seed"] == 2
+    assert cfg["model"]["init"] == str(tmp_path / "runs" / "pretrain_ridge_w32" / "model_centralized.pt")
+
+
+def test_variant_toml_with_a_resampled_fcj_copy(tmp_path):
+    sr.FCJ.update(root=tmp_path / "fcj250", dpi=250.0)
+    cfg = tomllib.loads(sr.variant_toml("fcj_rr192_e120", tmp_path / "real", tmp_path / "runs"))
+    (src,) = cfg["data"]["sources"]
+    assert src["root"] == str(tmp_path / "fcj250") and src["dpi"] == 250.0
+    assert cfg["model"]["width"] == 16
+
+
+def _run(runs: Path, folder: str, eer: float, fnmr: float, wall: dict | None) -> None:
+    (runs / folder).mkdir(parents=True)
+    (runs / folder / "model_centralized.pt").write_bytes(b"")
+    (runs / folder / "metrics.json").write_text(json.dumps({"per_client": [{"eer": eer, "fmr100": fnmr}]}))
+    if wall is not None:
+        (runs / f"{folder}.wall.json").write_text(json.dumps(wall))
+
+
+def test_split_table_pairs_with_the_base_and_says_where_runs_trained(tmp_path):
+    runs = tmp_path / "runs"
+    for s, (b, v) in enumerate([(0.08, 0.06), (0.06, 0.05), (0.07, 0.05)]):
+        _run(runs, sr.folder_name(sr.FULL_BASE, s), b, 0.3, {"seconds": 1500.0})
+        _run(runs, sr.folder_name("fcj_rr192_w32_e120", s), v, 0.2,
+             {"seconds": 90.0, "device": "NVIDIA H100 80GB HBM3"})
+    text = sr.render_splits(sr.screen_rows(runs, names=(sr.FULL_BASE, "fcj_rr192_w32_e120")), runs)
+    base_row = next(line for line in text.splitlines() if line.startswith(f"| {sr.FULL_BASE} |"))
+    row = next(line for line in text.splitlines() if line.startswith("| fcj_rr192_w32_e120 |"))
+    assert "cpu (2 cores) (25.0)" in base_row  # runs from before the device was recorded
+    assert "NVIDIA H100 80GB HBM3 (1.5)" in row
+    assert "| -1.7 [" in row and "| -10.0 [" in row  # paired differences, EER and FNMR points
