@@ -65,7 +65,9 @@ LEVERS = {"fcj_rr128_dense_e40": "fcj_rr128_e40", "fcj_rr128g3_e40": "fcj_rr128_
           "fcj_rr128_min_e40": "fcj_rr128_e40", "fcj_rr128_min01_e40": "fcj_rr128_e40",
           "fcj_rr128_minmid_e40": "fcj_rr128_e40", "fcj_rr128f500_e40": "fcj_rr128_e40",
           "fcj_rr192_lr1e3_e120": "fcj_rr192_e120", "fcj_rr128_supcon_e40": "fcj_rr128_e40",
-          "fcj_rr192_supcon_e120": "fcj_rr192_e120"}
+          "fcj_rr192_supcon_e120": "fcj_rr192_e120", "fcj_rr192_supcon_t005_e120": "fcj_rr192_e120",
+          "fcj_rr192_w32_e120": "fcj_rr192_e120", "fcj_rr192_w64_e120": "fcj_rr192_e120",
+          "fcj_rr192_w32_supcon_t005_e120": "fcj_rr192_e120"}
 #: Genuine and impostor pairs per institution the classical matcher scored (``--classical-pairs`` / ``--pairs``).
 CLASSICAL_PAIRS = 200
 

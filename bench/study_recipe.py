@@ -349,7 +349,10 @@ def render_splits(rows: dict[str, dict[int, dict]], runs: Path) -> str:
     base = rows.get(FULL_BASE, {})
     lines = ["## Full-budget variants on several finger splits", "",
              "Split *s* holds out another 40 FCJ fingers (`[run] seed = s`); 600 genuine / 20,000 impostor pairs each."
-             f" Differences are paired by split with `{FULL_BASE}`.",
+             f" Differences are paired by split with `{FULL_BASE}`. Runs trained on a GPU read FCJ from a copy"
+             " resampled beforehand to 250 dpi with the loader's interpolation (`--fcj-root`, `--fcj-dpi 250`): the"
+             " same input crops, pixel for pixel; GPU training is not bit-identical to the CPU's (cuDNN's TF32"
+             " convolutions and algorithm choice).",
              "", "| variant | splits | EER % mean [95 % CI] | per split | FNMR@FMR1 % mean [95 % CI] | per split | "
              f"EER − {FULL_BASE}, points [95 % CI] | FNMR − {FULL_BASE}, points [95 % CI] | trained on "
              "(mean minutes per split) |",
