@@ -59,6 +59,21 @@ def _screen(what: str, *, train: dict | None = None, model: dict | None = None, 
             "init": "pretrain_ridge", "train": {"epochs": 40, "lr": 5e-4, **(train or {})}, **extra}
 
 
+def _wide(width: int, times: str) -> dict[str, dict]:
+    """Synthetic ridge pre-training, the full FCJ recipe, and that recipe with SupCon τ 0.05, at ``width``."""
+    pre, model = f"pretrain_ridge_w{width}", {"input_size": 192, "normalization": "ridge", "width": width}
+    full = {"epochs": 120, "lr": 5e-4}
+    return {
+        pre: {"what": f"synthetic-only ridge pre-training of a {times}-as-wide encoder (width {width})",
+              "synthetic": True, "model": {**model, "input_size": 128}, "train": {"epochs": 55, "lr": 1e-3}},
+        f"fcj_rr192_w{width}_e120": {"what": f"fcj_rr192_e120 with a {times}-as-wide encoder (width {width}, from "
+                                             f"{pre})", "model": model, "init": pre, "train": full},
+        f"fcj_rr192_w{width}_supcon_t005_e120": {
+            "what": f"fcj_rr192_w{width}_e120 with the supervised contrastive loss, temperature 0.05",
+            "model": model, "init": pre, "train": {**full, "loss": "supcon", "temperature": 0.05}},
+    }
+
+
 #: name -> (what it tests, data block, [data] block, [model] keys, [train] keys, init variant or None)
 VARIANTS: dict[str, dict] = {
     "fcj_ft128": {"what": "today's recipe: 128 px crop, per-image standardisation, 40 epochs",
@@ -123,30 +138,8 @@ VARIANTS: dict[str, dict] = {
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
                               "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon"}},
-    # A wider encoder (twice the channels, ~4x the multiply-adds): the lever for a GPU (issue 22 §2).
-    "pretrain_ridge_w32": {"what": "synthetic-only ridge pre-training of a twice-as-wide encoder (width 32)",
-                           "synthetic": True, "model": {"input_size": 128, "normalization": "ridge", "width": 32},
-                           "train": {"epochs": 55, "lr": 1e-3}},
-    "fcj_rr192_w32_e120": {"what": "fcj_rr192_e120 with a twice-as-wide encoder (width 32, from pretrain_ridge_w32)",
-                           "model": {"input_size": 192, "normalization": "ridge", "width": 32},
-                           "init": "pretrain_ridge_w32", "train": {"epochs": 120, "lr": 5e-4}},
-    "fcj_rr192_w32_supcon_t005_e120": {"what": "fcj_rr192_w32_e120 with the supervised contrastive loss, "
-                                               "temperature 0.05",
-                                       "model": {"input_size": 192, "normalization": "ridge", "width": 32},
-                                       "init": "pretrain_ridge_w32",
-                                       "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
-    "pretrain_ridge_w64": {"what": "synthetic-only ridge pre-training of a four-times-as-wide encoder (width 64)",
-                           "synthetic": True, "model": {"input_size": 128, "normalization": "ridge", "width": 64},
-                           "train": {"epochs": 55, "lr": 1e-3}},
-    "fcj_rr192_w64_e120": {"what": "fcj_rr192_e120 with a four-times-as-wide encoder (width 64, from "
-                                   "pretrain_ridge_w64)",
-                           "model": {"input_size": 192, "normalization": "ridge", "width": 64},
-                           "init": "pretrain_ridge_w64", "train": {"epochs": 120, "lr": 5e-4}},
-    "fcj_rr192_w64_supcon_t005_e120": {"what": "fcj_rr192_w64_e120 with the supervised contrastive loss, "
-                                               "temperature 0.05",
-                                       "model": {"input_size": 192, "normalization": "ridge", "width": 64},
-                                       "init": "pretrain_ridge_w64",
-                                       "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
+    # Wider encoders (width 32: twice the channels, ~4x the multiply-adds; width 64): the lever for a GPU.
+    **_wide(32, "twice"), **_wide(64, "four-times"),
     "fcj_rr192_supcon_t005_e120": {"what": "fcj_rr192_supcon_e120 with temperature 0.05",
                                    "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
                                    "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
