@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from fedprint_config.arg_types import add_device_arg  # noqa: E402
 
 #: Transfer sets (never trained on by any variant) and their layouts.
 OTHER_SETS = {"fvc_300x300_b": "fvc", "fvc2002_db1_b": "fvc", "fvc2002_db3_b": "fvc", "pyfnprint_16x8": "generic"}
@@ -194,6 +195,14 @@ def run_variant(name: str, real: Path, runs: Path, seed: int = 0) -> None:
     cfg = runs / f"{out.name}.toml"
     cfg.write_text(variant_toml(name, real, runs, seed))
     train_timed(cfg, out)
+
+
+def train_splits(names: list[str], real: Path, runs: Path, splits: int) -> None:
+    """Run every variant in ``names`` on splits 0..splits-1 (synthetic pre-trainings once: they have no split)."""
+    for seed in range(splits):
+        for name in names:
+            if seed == 0 or not VARIANTS[name].get("synthetic"):
+                run_variant(name, real, runs, seed)
 
 
 #: ``fedprint train --device`` of every run (``--device``; auto: CUDA when available).
@@ -398,8 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--splits", type=int, default=1,
                     help="run every selected FCJ variant on this many finger splits (seeds 0..N-1; default 1)")
     ap.add_argument("--out", default="docs/real_prints_recipe.md")
-    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
-                    help="where the runs train (default auto: CUDA when available)")
+    add_device_arg(ap)
     ap.add_argument("--train-only", action="store_true",
                     help="train the selected variants on every split, score nothing and write no doc (for a "
                          "machine without the other real sets)")
@@ -426,18 +434,14 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     runs.mkdir(parents=True, exist_ok=True)
+    if not args.no_train:
+        train_splits(names, real, runs, args.splits)
     if args.train_only:
-        for seed in range(args.splits):
-            for name in names:
-                if seed == 0 or not VARIANTS[name].get("synthetic"):
-                    run_variant(name, real, runs, seed)
         return 0
     results = {"shipped": {"what": "the shipped model (synthetic prints only), no real training", "fcj": None,
                            "sets": score(ROOT / "models" / "pretrained" / "fedprint-synthetic.pt", real,
                                          runs / "shipped.transfer.json")}}
     for name in names:
-        if not args.no_train:
-            run_variant(name, real, runs)
         folder = runs / name
         if not (folder / "model_centralized.pt").exists():
             print(f"study_recipe: {name}: no run folder at {folder} (skipped)", file=sys.stderr)
@@ -447,11 +451,6 @@ def main(argv: list[str] | None = None) -> int:
             fcj = json.loads((folder / "metrics.json").read_text())["per_client"][0]
         results[name] = {"what": VARIANTS[name]["what"], "fcj": fcj,
                          "sets": score(folder / "model_centralized.pt", real, folder / "transfer.json")}
-    if not args.no_train:
-        for seed in range(1, args.splits):
-            for name in names:
-                if not VARIANTS[name].get("synthetic"):
-                    run_variant(name, real, runs, seed)
     screen = render_screen(screen_rows(runs))
     full = [n for n in VARIANTS if n not in SCREEN and not VARIANTS[n].get("synthetic")]
     screen = (render_splits(screen_rows(runs, names=full), runs) + "\n" + screen
