@@ -135,6 +135,9 @@ VARIANTS: dict[str, dict] = {
                                          "impostors weigh more)", train={"loss": "supcon", "temperature": 0.05}),
     "fcj_rr128_supcon_t02_e40": _screen("supervised contrastive loss with temperature 0.2 (softer)",
                                         train={"loss": "supcon", "temperature": 0.2}),
+    "fcj_rr128_align_e40": _screen("learned alignment in front of the encoder (models.alignment: DeepPrint's "
+                                   "rotation-and-shift localisation network, starting as the identity)",
+                                   model={"align": True}),
     "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
@@ -152,10 +155,13 @@ SCREEN_BASE = "fcj_rr128_e40"
 SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr128_p32_e40", "fcj_rr128g3_e40",
           "fcj_rr128_mix_e40", "fcj_rr128_dense_e40", "fcj_rr128_min_e40",
           "fcj_rr128_min01_e40", "fcj_rr128_minmid_e40", "fcj_rr128f500_e40", "fcj_rr128_supcon_e40",
-          "fcj_rr128_supcon_lr1e3_e40", "fcj_rr128_supcon_t005_e40", "fcj_rr128_supcon_t02_e40")
+          "fcj_rr128_supcon_lr1e3_e40", "fcj_rr128_supcon_t005_e40", "fcj_rr128_supcon_t02_e40",
+          "fcj_rr128_align_e40")
 
 
 def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
     return f'"{v}"' if isinstance(v, str) else repr(v)
 
 
@@ -193,6 +199,7 @@ def run_variant(name: str, real: Path, runs: Path, seed: int = 0) -> None:
     if init:
         run_variant(init, real, runs)  # pre-training is on synthetic prints: one model serves every split
     cfg = runs / f"{out.name}.toml"
+    runs.mkdir(parents=True, exist_ok=True)
     cfg.write_text(variant_toml(name, real, runs, seed))
     train_timed(cfg, out)
 
@@ -228,17 +235,21 @@ def train_timed(cfg: Path, out: Path) -> None:
 def score(model_path: Path, real: Path, cache: Path | None = None) -> dict[str, dict]:
     """FVC-protocol and all-pairs EER / FNMR@FMR1% of one model on every transfer set.
 
-    ``cache``: a JSON file that keeps the figures for re-renders; it is used only while it is newer than the model
-    file and was computed from the same real-sets folder.
+    ``cache``: a JSON file that keeps the figures for re-renders, keyed by the model file's SHA-256 and the
+    real-sets folder (:func:`bench.study_dense_match.cached_rows`).
     """
+    if cache is None:
+        return _score_sets(model_path, real)
+    from bench.study_dense_match import cached_rows
+
+    return cached_rows(cache, [model_path], lambda: _score_sets(model_path, real), note=str(real))
+
+
+def _score_sets(model_path: Path, real: Path) -> dict[str, dict]:
     from data.datasets import load_dataset
     from models.model_file import load_model
     from recognition.matching import evaluate
 
-    if cache is not None and cache.exists() and cache.stat().st_mtime > model_path.stat().st_mtime:
-        kept = json.loads(cache.read_text())
-        if kept.get("real") == str(real):
-            return kept["rows"]
     model = load_model(model_path)
     rows = {}
     for name, layout in OTHER_SETS.items():
@@ -246,8 +257,6 @@ def score(model_path: Path, real: Path, cache: Path | None = None) -> dict[str, 
         fvc, _, _ = evaluate(model, recs, "fvc")
         every, _, _ = evaluate(model, recs, "all")
         rows[name] = {"fvc": fvc, "all": every}
-    if cache is not None:
-        cache.write_text(json.dumps({"real": str(real), "rows": rows}, default=float))
     return rows
 
 

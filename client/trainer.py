@@ -157,6 +157,10 @@ def train_siamese(
         if getattr(cfg, key) > 0 and not hasattr(encoder, "embed_with_maps"):
             raise ValueError(f"[train] {key} = {getattr(cfg, key)}: this loss needs the compact encoder's feature "
                              f"map; {type(encoder).__name__} has none (set {key} = 0)")
+    if cfg.minutiae_weight > 0 and getattr(encoder, "align", None) is not None:
+        # The targets mark minutiae on the input; the map the head predicts is of the aligned input.
+        raise ValueError(f"[train] minutiae_weight = {cfg.minutiae_weight}: the minutiae targets are drawn in the "
+                         "input's frame and [model] align = true moves the print before the encoder (set one off)")
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(int(cfg.seed))
     opt = optimizer or torch.optim.Adam(encoder.parameters(), lr=cfg.lr)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
+import torch
 from torch import nn
 
 from data.synth.limits import check_size
@@ -160,6 +161,9 @@ class ModelSection:
     better per minute of CPU in our measurements).
     ``pool_grid``: side g of the compact encoder's pooling grid (default 1: global average pooling; g > 1 keeps
     the print's coarse layout, see :class:`models.siamese.CompactEncoder`).
+    ``align``: put a learned rotation-and-shift aligner in front of the compact encoder (default false;
+    DeepPrint's localisation network, :class:`models.alignment.RigidAligner`). It starts as the identity, so
+    ``init`` may name a model without one.
     ``init``: initial weights of every method — ``"random"`` (default, seeded by ``run.seed``), ``"pretrained"``
     (the shipped model trained on synthetic prints only, ``models/pretrained/fedprint-synthetic.pt``; see its
     model card) or the path of a FedPrint model file. The architecture must match it; the input size may differ
@@ -176,6 +180,7 @@ class ModelSection:
     normalization: str = "standardize"
     width: int = 16
     pool_grid: int = 1
+    align: bool = False
     init: str = "random"
 
     def __post_init__(self) -> None:
@@ -190,6 +195,9 @@ class ModelSection:
         if self.pool_grid != 1 and self.encoder != "compact":
             raise ValueError(f"model.pool_grid: only the 'compact' encoder has a pooling grid; {self.encoder!r} "
                              f"pools globally (leave pool_grid = 1)")
+        if self.align and self.encoder != "compact":
+            raise ValueError(f"model.align: only the 'compact' encoder has an aligner; leave align = false with "
+                             f"{self.encoder!r}")
         if self.crop not in ("print", "full"):
             raise ValueError(f"model.crop: expected 'print' or 'full', got {self.crop!r}")
         if self.normalization not in NORMALIZATIONS:
@@ -201,13 +209,16 @@ class ModelSection:
             raise ValueError(f"model.input_size: expected an integer >= 8 (pixels), got {self.input_size}")
 
     def encoder_kwargs(self) -> dict[str, Any]:
-        """Extra arguments of :func:`models.siamese.build_encoder` (``width`` and ``grid`` of the compact encoder).
+        """Extra arguments of :func:`models.siamese.build_encoder` (``width``, ``grid``, ``align`` of the compact
+        encoder).
 
-        ``grid`` is left out at its default 1, so model files written before the option existed still match.
+        ``grid`` and ``align`` are left out at their defaults, so model files written before the options existed
+        still match.
         """
         if self.encoder != "compact":
             return {}
-        return {"width": int(self.width)} | ({"grid": int(self.pool_grid)} if self.pool_grid != 1 else {})
+        return ({"width": int(self.width)} | ({"grid": int(self.pool_grid)} if self.pool_grid != 1 else {})
+                | ({"align": True} if self.align else {}))
 
     def init_state(self) -> dict[str, Any] | None:
         """The initial weights named by ``init`` (None for ``"random"``), checked against these settings."""
@@ -219,13 +230,24 @@ class ModelSection:
         m = load_model(path)
         want = {"encoder": self.encoder, "embedding_dim": self.embedding_dim, "encoder_kwargs": self.encoder_kwargs()}
         got = {k: m.meta.get(k) for k in want}
+        # An aligner starts as the identity: a model without one is a valid start, its aligner added fresh.
+        add_aligner = self.align and not (got["encoder_kwargs"] or {}).get("align")
+        if add_aligner:
+            got["encoder_kwargs"] = dict(got["encoder_kwargs"] or {}) | {"align": True}
         # The input side may differ (every encoder pools globally: weights learned on 128 px crops apply to the
         # whole print), and so may the normalisation; the resolution and crop must not.
         mine = self.input_spec()
         if got != want or replace(m.spec, size=mine.size, normalization=mine.normalization) != mine:
             raise ValueError(f"model.init: {path} is {got} with input {m.spec}, but the experiment asks for {want} "
                              f"with input {self.input_spec()} (only the input size and normalisation may differ)")
-        return m.encoder.state_dict()
+        state = m.encoder.state_dict()
+        if add_aligner:
+            from models.alignment import RigidAligner
+
+            with torch.random.fork_rng(devices=[]):  # the fresh aligner's weights do not depend on the caller
+                torch.manual_seed(0)
+                state |= {f"align.{k}": v for k, v in RigidAligner().state_dict().items()}
+        return state
 
     def new_encoder(self, seed: int) -> nn.Module:
         """An encoder of these settings: random weights fixed by ``seed``, or the weights of ``init``."""

@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.alignment import RigidAligner
+
 ENCODERS = ("compact", "resnet18")
 
 
@@ -69,15 +71,21 @@ class CompactEncoder(nn.Module):
     channels_last : bool
         Store conv weights and run activations in channels-last layout (default True; same results up to
         float rounding, faster on CPU). Parameters keep their shapes; only their strides differ.
+    align : bool
+        Put a learned rotation-and-shift aligner in front of block 1 (default False;
+        :class:`models.alignment.RigidAligner`, DeepPrint's localisation network). It starts as the identity, so
+        weights of a model without one load unchanged and the aligner learns from there.
     """
 
     def __init__(self, embedding_dim: int = 128, width: int = 32, in_channels: int = 1, grid: int = 1,
-                 channels_last: bool = True) -> None:
+                 channels_last: bool = True, align: bool = False) -> None:
         super().__init__()
         for name, v in (("embedding_dim", embedding_dim), ("width", width), ("in_channels", in_channels),
                         ("grid", grid)):
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"CompactEncoder: {name} must be a positive integer, got {v!r}")
+        if not isinstance(align, bool):
+            raise ValueError(f"CompactEncoder: align must be True or False, got {align!r}")
         chans = [in_channels, width, 2 * width, 4 * width, 4 * width, 8 * width]
         layers: list[nn.Module] = []
         for i, (cin, cout) in enumerate(zip(chans[:-1], chans[1:], strict=True)):
@@ -96,6 +104,8 @@ class CompactEncoder(nn.Module):
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        # Built last, so the encoder's own initial weights are those of an encoder without it (same seed).
+        self.align = RigidAligner() if align else None
         self.channels_last = bool(channels_last)
         if self.channels_last:
             self.to(memory_format=torch.channels_last)
@@ -105,12 +115,15 @@ class CompactEncoder(nn.Module):
         """The final projection (the "head" of personalised FL methods; every other layer is the "base")."""
         return self.fc
 
-    def _layout(self, x: torch.Tensor) -> torch.Tensor:
+    def _prepare(self, x: torch.Tensor) -> torch.Tensor:
+        """The input as block 1 takes it: aligned (when the encoder has an aligner), in its memory layout."""
+        if self.align is not None:
+            x = self.align(x)
         return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
 
     def feature_map(self, x: torch.Tensor) -> torch.Tensor:
         """Last feature map: (N, C, H, W) -> (N, 8 * width, H / 16, W / 16)."""
-        return self.features(self._layout(x))
+        return self.features(self._prepare(x))
 
     def representation(self, x: torch.Tensor) -> torch.Tensor:
         """Base output: (N, C, H, W) -> (N, 8 * width * grid²) pooled features, before the head."""
@@ -130,7 +143,7 @@ class CompactEncoder(nn.Module):
 
     def embed_with_maps(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(embeddings, :meth:`feature_map`, the block-3 map (N, 4 * width, H / 8, W / 8)) from one forward pass."""
-        middle = self.features[:self._middle](self._layout(x))
+        middle = self.features[:self._middle](self._prepare(x))
         fmap = self.features[self._middle:](middle)
         return self.project(self.pool(fmap).flatten(1)), fmap, middle
 

@@ -34,6 +34,16 @@ def test_variant_toml_with_a_resampled_fcj_copy(tmp_path):
     assert cfg["model"]["width"] == 16
 
 
+def test_every_variant_toml_is_a_valid_experiment(tmp_path):
+    """Booleans (``align = true``) and every other value are written as TOML the config parser accepts."""
+    from fedprint_config.experiment import parse_config
+
+    for name in sr.VARIANTS:
+        cfg = parse_config(tomllib.loads(sr.variant_toml(name, tmp_path / "real", tmp_path / "runs")), source=name)
+        assert cfg.run.name == name
+    assert parse_config(tomllib.loads(sr.variant_toml("fcj_rr128_align_e40", tmp_path, tmp_path))).model.align
+
+
 def _run(runs: Path, folder: str, eer: float, fnmr: float, wall: dict | None) -> None:
     (runs / folder).mkdir(parents=True)
     (runs / folder / "model_centralized.pt").write_bytes(b"")
