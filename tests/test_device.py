@@ -104,6 +104,7 @@ def test_cli_device_option_on_every_network_command():
 
 
 def test_node_config_device_is_validated():
+    pytest.importorskip("flwr", reason="the ClientApp needs Flower (a GPU machine may have PyTorch only)")
     from client.client_app import node_device
     from fedprint_config.app import client_settings
 
