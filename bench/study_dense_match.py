@@ -67,7 +67,7 @@ LEVERS = {"fcj_rr128_dense_e40": "fcj_rr128_e40", "fcj_rr128g3_e40": "fcj_rr128_
           "fcj_rr192_lr1e3_e120": "fcj_rr192_e120", "fcj_rr128_supcon_e40": "fcj_rr128_e40",
           "fcj_rr192_supcon_e120": "fcj_rr192_e120", "fcj_rr192_supcon_t005_e120": "fcj_rr192_e120",
           "fcj_rr192_w32_e120": "fcj_rr192_e120", "fcj_rr192_w64_e120": "fcj_rr192_e120",
-          "fcj_rr192_w32_supcon_t005_e120": "fcj_rr192_e120"}
+          "fcj_rr192_w32_supcon_t005_e120": "fcj_rr192_e120", "fcj_rr128_align_e40": "fcj_rr128_e40"}
 #: Genuine and impostor pairs per institution the classical matcher scored (``--classical-pairs`` / ``--pairs``).
 CLASSICAL_PAIRS = 200
 
@@ -97,6 +97,14 @@ def _rates(scores: dict[str, np.ndarray], labels: np.ndarray) -> dict:
     return out
 
 
+def run_clients(toml: Path):
+    """The experiment ``toml`` (paths resolved from the project root) and its clients' data, partition rebuilt as
+    the run that used it drew it (same seed): the held-out test pairs are those the run was scored on."""
+    cfg = with_base_dir(load_experiment(toml)[0], ROOT)
+    records, parts = experiment_partitions(cfg, progress=False)
+    return cfg, [partition_data(cfg, records, part) for part in parts]
+
+
 def score_run(toml: Path, models: dict[str, Path], *, label: str, variant: str, split: int,
               classical: dict[str, dict] | None = None) -> list[dict]:
     """One row per model and institution: EER / FNMR@FMR1% of the three scores on all held-out pairs of the run
@@ -105,14 +113,11 @@ def score_run(toml: Path, models: dict[str, Path], *, label: str, variant: str, 
     ``models``: name -> model file; ``classical``: institution -> {"pairs", "classical_eer"} of the subset that
     :func:`lab.train_run.classical_comparison` drew with the run's seed (redrawn here in the same order).
     """
-    cfg, _ = load_experiment(toml)
-    cfg = with_base_dir(cfg, ROOT)
+    cfg, clients = run_clients(toml)
     encs = {name: load_model(path).encoder.eval() for name, path in models.items()}
-    records, parts = experiment_partitions(cfg, progress=False)
     rng = np.random.default_rng(cfg.run.seed)  # the draw order of lab.train_run.classical_comparison
     rows = []
-    for part in parts:
-        c = partition_data(cfg, records, part)
+    for c in clients:
         lab = c.test_pairs.label
         n_imp = int((lab == 0).sum())
         pick = classical_subset(lab, CLASSICAL_PAIRS, rng) if classical else None
@@ -143,10 +148,10 @@ SCORING_VERSION = 1
 TRANSFER_CACHE = ROOT / "runs" / ".cache" / "transfer_scores"
 
 
-def cached_rows(cache: Path, inputs: list[Path], compute, note: str = "") -> list[dict]:
-    """``compute()``'s rows, cached in the JSON file ``cache`` under the SHA-256 of ``inputs`` (model files, TOML,
-    classical CSV), ``note`` (e.g. the real-set root) and :data:`SCORING_VERSION`: a regeneration rescores only
-    what changed."""
+def cached_rows(cache: Path, inputs: list[Path], compute, note: str = "") -> list[dict] | dict:
+    """``compute()``'s rows (any JSON value), cached in the JSON file ``cache`` under the SHA-256 of ``inputs``
+    (model files, TOML, classical CSV), ``note`` (e.g. the real-set root) and :data:`SCORING_VERSION`: a
+    regeneration rescores only what changed."""
     digest = hashlib.sha256((str(SCORING_VERSION) + (f"\n{note}" if note else "")).encode())
     for path in inputs:
         digest.update(path.read_bytes())

@@ -7,10 +7,13 @@ Three scorings of the same pairs with the same model, nothing trained:
 * ``min``: the smallest distance between the first image and any rotation of the second (alignment by search).
 
     nice -n 10 .venv/bin/python bench/study_tta.py --model M [--model M2@fcj2020_dev] --out runs/tta [--sets a,b]
+    nice -n 10 .venv/bin/python bench/study_tta.py --run runs/recipe/fcj_rr192_e120 [--run FOLDER=TOML] --out ...
 
 Pairs: every pair of each real set (``--protocol all``), with their counts. A model trained on a set's fingers
 (e.g. FCJ2020 for a fine-tuned model) is scored on that set anyway: name such sets after the model file
-(``PATH@SET[,SET]``) and its rows are marked "(trained on)". Writes ``tta.csv`` / ``tta.md`` to ``--out``.
+(``PATH@SET[,SET]``) and its rows are marked "(trained on)". ``--run``: a ``fedprint train`` run folder, scored on
+the held-out test pairs of each of its institutions (the partition rebuilt from its experiment TOML, by default
+``FOLDER.toml`` beside it, as ``bench/study_recipe.py`` writes them). Writes ``tta.csv`` / ``tta.md`` to ``--out``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from data.atomic_io import write_csv, write_text  # noqa: E402
 from data.datasets import load_dataset  # noqa: E402
+from data.pairs import PairSet  # noqa: E402
 from fedprint_config.rundir import markdown_table  # noqa: E402
 from models.metrics import eer, fnmr_at_fmr  # noqa: E402
 from models.model_file import load_model  # noqa: E402
@@ -47,9 +51,15 @@ def rotate(image: np.ndarray, degrees: float) -> np.ndarray:
     return cv2.warpAffine(image, m, (w, h), flags=cv2.INTER_LINEAR, borderValue=fill)
 
 
-def scored(model, records, angles: list[float]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Distances of every pair under each scoring, and the labels."""
-    pairs = protocol_pairs(records, "all")
+def scored(model, records, angles: list[float], pairs: PairSet | None = None
+           ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Distances of ``pairs`` (default: every pair of ``records``) under each scoring, and the labels."""
+    if pairs is None:
+        pairs = protocol_pairs(records, "all")
+    else:  # embed only the records the pairs use
+        used = np.unique(np.concatenate([pairs.a, pairs.b]))
+        records = [records[int(k)] for k in used]
+        pairs = PairSet(np.searchsorted(used, pairs.a), np.searchsorted(used, pairs.b), pairs.label)
     dpis = [r.dpi for r in records]
     emb = np.stack([embed_images(model, [rotate(r.image, a) for r in records], dpis) for a in angles])  # (A,N,d)
     plain = emb[angles.index(0.0)]
@@ -61,10 +71,35 @@ def scored(model, records, angles: list[float]) -> dict[str, tuple[np.ndarray, n
     return {"plain": (d_plain, pairs.label), "mean": (d_mean, pairs.label), "min": (d_min, pairs.label)}
 
 
+def held_out(spec: str) -> tuple[Path, list[tuple[str, list, PairSet]]]:
+    """Model file and (institution, records, held-out test pairs) of each institution of a run ``FOLDER[=TOML]``."""
+    from bench.study_dense_match import run_clients
+
+    folder, _, toml = spec.partition("=")
+    folder = Path(folder)
+    toml = Path(toml) if toml else folder.with_name(folder.name + ".toml")
+    model = folder / "model_centralized.pt"
+    for need in (model, toml):
+        if not need.is_file():
+            raise FileNotFoundError(f"--run {spec}: no file {need} (expected a fedprint train run folder and its "
+                                    "experiment TOML)")
+    out = [(c.name, c.records, c.test_pairs) for c in run_clients(toml)[1]]
+    return model, out
+
+
+def _rows(label: str, set_name: str, res: dict, t0: float) -> list[dict]:
+    return [{"model": label, "set": set_name, "scoring": how, "EER": eer(d, y), "FNMR@FMR1%": fnmr_at_fmr(d, y, 0.01),
+             "genuine": int(y.sum()), "impostor": int((y == 0).sum()), "seconds": time.perf_counter() - t0}
+            for how, (d, y) in res.items()]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", action="append", required=True,
+    ap.add_argument("--model", action="append", default=[],
                     help="model file, optionally PATH@SET[,SET] naming the real sets it trained on (repeatable)")
+    ap.add_argument("--run", action="append", default=[],
+                    help="fedprint train run folder, optionally FOLDER=TOML: scored on its held-out test pairs "
+                         "(repeatable)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--angles", default="-15,-7.5,0,7.5,15", help="rotations in degrees; must include 0")
@@ -74,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     angles = [float(a) for a in args.angles.split(",")]
     if 0.0 not in angles:
         ap.error(f"--angles: expected a list that includes 0, got {args.angles!r}")
+    if not args.model and not args.run:
+        ap.error("expected at least one --model or --run")
     rows = []
     for spec in args.model:
         path, _, trained = spec.partition("@")
@@ -84,18 +121,26 @@ def main(argv: list[str] | None = None) -> int:
                 ap.error(f"--sets: no folder {args.real / name}")
             records = load_dataset("auto", args.real / name)
             t0 = time.perf_counter()
-            res = scored(model, records, angles)
-            for how, (d, y) in res.items():
-                rows.append({"model": Path(path).name, "set": name + (" (trained on)" if name in seen else ""),
-                             "scoring": how, "EER": eer(d, y), "FNMR@FMR1%": fnmr_at_fmr(d, y, 0.01),
-                             "genuine": int(y.sum()), "impostor": int((y == 0).sum()),
-                             "seconds": time.perf_counter() - t0})
+            rows += _rows(Path(path).name, name + (" (trained on)" if name in seen else ""),
+                          scored(model, records, angles), t0)
             print(" | ".join(f"{r['set']} {r['scoring']} {r['EER']:.4f}" for r in rows[-3:]), flush=True)
+    for spec in args.run:
+        try:
+            path, institutions = held_out(spec)
+        except FileNotFoundError as exc:
+            ap.error(str(exc))
+        model = load_model(path)
+        for name, records, pairs in institutions:
+            t0 = time.perf_counter()
+            rows += _rows(path.parent.name, f"{name} (held out)", scored(model, records, angles, pairs), t0)
+            print(" | ".join(f"{r['model']} {r['set']} {r['scoring']} {r['EER']:.4f}" for r in rows[-3:]), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(args.out / "tta.csv", rows)
-    text = (f"# Test-time rotation search on real prints\n\nAngles {angles} degrees; every pair of each set. "
+    text = (f"# Test-time rotation search on real prints\n\nAngles {angles} degrees; every pair of each set "
+            "(--model). "
             "plain = one embedding; mean = mean embedding over the rotations; min = smallest distance over the "
-            "rotations of the second image.\n\n" + markdown_table(rows))
+            "rotations of the second image. Sets marked (held out): the test pairs of a training run's own split.\n\n"
+            + markdown_table(rows))
     write_text(args.out / "tta.md", text)
     print(text)
     return 0
