@@ -11,6 +11,8 @@
 #    unless one already answers (and stops the one it started, always), and puts Docker Compose v2 in a private
 #    CLI-plugin folder, so both `docker-compose` and `docker compose` are exercised. An engine that cannot start
 #    fails the stage with dockerd's own words: nothing is skipped.
+#    Containers, networks and volumes left by an earlier run killed before its teardown are removed first, and a
+#    127.0.0.1:8000 held by anything else fails the stage naming the holder.
 # 2. Images: flwr/superlink|supernode|superexec:1.41.0 are pulled; where no registry answers (CI here), stand-ins
 #    are built under the same names from a Debian base bootstrapped from this machine's Debian mirror
 #    (docker/ci/flwr-standin.Dockerfile — a CI device, never what users run). Then the app image
@@ -149,6 +151,27 @@ else
     timeout 10 docker info >/dev/null 2>&1 || { tail -n 30 "$LOGS/dockerd.log" >&2;
         die "the Docker engine did not answer within 90 s (log: $LOGS/dockerd.log)"; }
     say "dockerd $DOCKERD_PID started ($(docker info --format '{{.ServerVersion}}, storage {{.Driver}}'))"
+fi
+# Leftovers of an earlier run of this script killed before its teardown (projects fedprint-e2e*, which nothing else
+# creates): their restart policy (unless-stopped) brings them back with the engine, holding 127.0.0.1:8000.
+project_of() { awk '$2 ~ /^fedprint-e2e(-tls)?$/ {print $1}'; }
+label='{{.Label "com.docker.compose.project"}}'
+stale=$(docker ps -a --format "{{.ID}} $label" | project_of)
+if [ -n "$stale" ]; then
+    say "removing $(wc -w <<<"$stale") container(s) left by an earlier run that did not reach its teardown"
+    # shellcheck disable=SC2086
+    run 120 docker rm -f -v $stale
+fi
+stale=$(docker network ls --format "{{.ID}} $label" | project_of)
+# shellcheck disable=SC2086
+[ -z "$stale" ] || run 60 docker network rm $stale
+stale=$(docker volume ls --format "{{.Name}} $label" | project_of)
+# shellcheck disable=SC2086
+[ -z "$stale" ] || run 60 docker volume rm $stale
+# The stacks publish the SuperLink on 127.0.0.1:8000: say who holds it instead of failing inside `up`.
+if ! "$PY" -c 'import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 8000))' 2>/dev/null; then
+    holders=$(docker ps --filter publish=8000 --format '{{.Names}} (project {{.Label "com.docker.compose.project"}})' | tr '\n' ' ')
+    die "127.0.0.1:8000 is in use${holders:+ by container(s) $holders}; stop it (e.g. \`docker compose down\` of that stack) and rerun"
 fi
 # A container must be able to start: catches a kernel without the namespaces / cgroups / nftables Docker needs.
 docker_ok() { timeout 60 docker run --rm --network none "$1" true >>"$LOGS/engine.log" 2>&1; }
