@@ -64,3 +64,16 @@ def test_split_table_pairs_with_the_base_and_says_where_runs_trained(tmp_path):
     assert "cpu (2 cores) (25.0)" in base_row  # runs from before the device was recorded
     assert "NVIDIA H100 80GB HBM3 (1.5)" in row
     assert "| -1.7 [" in row and "| -10.0 [" in row  # paired differences, EER and FNMR points
+
+
+def test_screen_table_pairs_a_stacked_lever_with_its_own_baseline():
+    row = lambda eer, fnmr: {"eer": eer, "fmr100": fnmr}  # noqa: E731
+    rows = {sr.SCREEN_BASE: {0: row(0.10, 0.40), 1: row(0.12, 0.44)},
+            "fcj_rr128_supcon_t005_e40": {0: row(0.08, 0.30), 1: row(0.09, 0.32)},
+            "fcj_rr128_supcon_t005_p32_e40": {0: row(0.07, 0.30), 1: row(0.10, 0.30)}}
+    table = [ln for ln in sr.render_screen(rows).splitlines() if ln.startswith("| fcj")]
+    lines = {ln.split(" | ")[0].lstrip("| "): ln for ln in table}
+    # against fcj_rr128_supcon_t005_e40: -1 and +1 points; against the plain baseline it would be -3 and -2
+    p32 = lines["fcj_rr128_supcon_t005_p32_e40"]
+    assert "| fcj_rr128_supcon_t005_e40 | 2 |" in p32 and "| -1.0, +1.0 |" in p32
+    assert "| -2.0, -3.0 |" in lines["fcj_rr128_supcon_t005_e40"]
