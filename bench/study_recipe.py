@@ -149,6 +149,12 @@ VARIANTS: dict[str, dict] = {
                                             "instead of 4 (more positives per anchor)",
                                             train={"loss": "supcon", "temperature": 0.05, "k": 6},
                                             base="fcj_rr128_supcon_t005_e40"),
+    "fcj_rr128_supcon_t003_e40": _screen("fcj_rr128_supcon_t005_e40 with temperature 0.03 (sharper still)",
+                                         train={"loss": "supcon", "temperature": 0.03},
+                                         base="fcj_rr128_supcon_t005_e40"),
+    "fcj_rr128_supcon_t005_lr1e3_e40": _screen("fcj_rr128_supcon_t005_e40 with learning rate 1e-3 instead of 5e-4",
+                                               train={"loss": "supcon", "temperature": 0.05, "lr": 1e-3},
+                                               base="fcj_rr128_supcon_t005_e40"),
     "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
@@ -167,7 +173,8 @@ SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr12
           "fcj_rr128_mix_e40", "fcj_rr128_dense_e40", "fcj_rr128_min_e40",
           "fcj_rr128_min01_e40", "fcj_rr128_minmid_e40", "fcj_rr128f500_e40", "fcj_rr128_supcon_e40",
           "fcj_rr128_supcon_lr1e3_e40", "fcj_rr128_supcon_t005_e40", "fcj_rr128_supcon_t02_e40",
-          "fcj_rr128_align_e40", "fcj_rr128_supcon_t005_p32_e40", "fcj_rr128_supcon_t005_k6_e40")
+          "fcj_rr128_align_e40", "fcj_rr128_supcon_t005_p32_e40", "fcj_rr128_supcon_t005_k6_e40",
+          "fcj_rr128_supcon_t003_e40", "fcj_rr128_supcon_t005_lr1e3_e40")
 
 
 def _toml_value(v) -> str:
