@@ -155,6 +155,11 @@ VARIANTS: dict[str, dict] = {
     "fcj_rr128_supcon_t005_lr1e3_e40": _screen("fcj_rr128_supcon_t005_e40 with learning rate 1e-3 instead of 5e-4",
                                                train={"loss": "supcon", "temperature": 0.05, "lr": 1e-3},
                                                base="fcj_rr128_supcon_t005_e40"),
+    **{f"fcj_rr128_supcon_t005_ema{tag}_e40": _screen(
+        f"fcj_rr128_supcon_t005_e40 with its weights averaged over training (EMA decay {decay}, a horizon of about "
+        f"{round(1 / (1 - decay))} steps; about 11 steps an epoch)",
+        train={"loss": "supcon", "temperature": 0.05, "ema": decay}, base="fcj_rr128_supcon_t005_e40")
+       for tag, decay in (("99", 0.99), ("995", 0.995))},
     "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
@@ -174,7 +179,8 @@ SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr12
           "fcj_rr128_min01_e40", "fcj_rr128_minmid_e40", "fcj_rr128f500_e40", "fcj_rr128_supcon_e40",
           "fcj_rr128_supcon_lr1e3_e40", "fcj_rr128_supcon_t005_e40", "fcj_rr128_supcon_t02_e40",
           "fcj_rr128_align_e40", "fcj_rr128_supcon_t005_p32_e40", "fcj_rr128_supcon_t005_k6_e40",
-          "fcj_rr128_supcon_t003_e40", "fcj_rr128_supcon_t005_lr1e3_e40")
+          "fcj_rr128_supcon_t003_e40", "fcj_rr128_supcon_t005_lr1e3_e40",
+          "fcj_rr128_supcon_t005_ema99_e40", "fcj_rr128_supcon_t005_ema995_e40")
 
 
 def _toml_value(v) -> str:

@@ -26,6 +26,7 @@ import torch
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from torch import nn
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
 from client.minutiae_targets import minutiae_maps
@@ -192,6 +193,8 @@ def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_ep
            regularizer, minutiae=None) -> list[dict]:
     """The epochs of :func:`train_siamese`, with ``encoder`` already on ``dev``."""
     scaler = grad_scaler(dev, amp)
+    average = (AveragedModel(encoder, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema), use_buffers=True)
+               if cfg.ema > 0 else None)
     head, head_opt, maps = minutiae or (None, None, None)
     need_map = cfg.dense_weight > 0 or head is not None
     encoder.train()
@@ -258,12 +261,16 @@ def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_ep
                     scaler.step(o)
                 scaler.update()
             sched.step()
+            if average is not None:
+                average.update_parameters(encoder)
             total += float(loss.detach())
             steps += 1
             bar.set_postfix(loss=f"{total / steps:.4f}")
         history.append({"epoch": epoch + 1, "loss": total / max(steps, 1), "pairs": scored, "genuine": genuine,
                         "images": embedded, "seconds": time.perf_counter() - t0}
                        | ({"minutiae_loss": m_total / max(steps, 1)} if head is not None else {}))
+    if average is not None:
+        encoder.load_state_dict(average.module.state_dict())
     return history
 
 

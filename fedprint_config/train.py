@@ -54,6 +54,11 @@ class TrainConfig:
         impostors most; needs ``sampler = "pk"``).
     temperature : float
         Temperature tau of ``loss = "supcon"`` (default 0.1).
+    ema : float
+        Decay of an exponential moving average of the weights, updated after every step; the average replaces the
+        weights when the call ends (default 0: off). The average forgets with a horizon of about
+        ``1 / (1 - ema)`` steps and starts at the first step's weights (Polyak & Juditsky 1992; torch's
+        ``AveragedModel``). One call of the trainer is one federated round: the average does not cross rounds.
     schedule : str
         ``"cosine"`` (default: linear warm-up over the first 5 % of steps, cosine decay to 5 % of ``lr`` over
         one call of the trainer, i.e. one federated round) or ``"constant"``.
@@ -85,6 +90,7 @@ class TrainConfig:
     minutiae_layer: str = "last"
     loss: str = "contrastive"
     temperature: float = 0.1
+    ema: float = 0.0
     schedule: str = "cosine"
     balance: bool = True
     batch_size: int = 32
@@ -108,6 +114,7 @@ class TrainConfig:
             "minutiae_layer": self.minutiae_layer in MINUTIAE_LAYERS,
             "loss": self.loss in LOSSES and (self.loss == "contrastive" or self.sampler == "pk"),
             "temperature": self.temperature > 0,
+            "ema": 0 <= self.ema < 1,
             "batch_size": self.batch_size >= 1,
             "margin": self.margin > 0,
             "impostor_ratio": self.impostor_ratio > 0,
@@ -118,6 +125,6 @@ class TrainConfig:
             raise ValueError(f"train: invalid value for {', '.join(bad)} (sampler one of {SAMPLERS}, schedule one "
                              f"of {SCHEDULES}, minutiae_layer one of {MINUTIAE_LAYERS}, loss one of {LOSSES} (not "
                              f"contrastive only with sampler = \"pk\"), p and k >= 2, scale_jitter "
-                             f"in [0, 1), texture in [0, 1], dense_weight "
+                             f"in [0, 1), texture in [0, 1], ema in [0, 1), dense_weight "
                              f"and minutiae_weight > 0 only with sampler = \"pk\", positive numbers elsewhere): "
                              f"{asdict(self)}")

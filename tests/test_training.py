@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
+import torch
 
 from client.evaluation import validation_accuracy
 from client.experiment_data import union
@@ -81,3 +84,39 @@ def test_centralized_union_and_per_client_eval():
 def test_bad_train_config():
     with pytest.raises(ValueError, match="epochs"):
         TrainConfig(epochs=0)
+
+
+def _ema_setup():
+    from models.siamese import CompactEncoder
+
+    data = _client(stripe_records(n_fingers=6, n_impressions=2, size=32))
+    assert len(np.unique(np.concatenate([data.train_pairs.a, data.train_pairs.b]))) <= 4 * 2  # one P x K step
+    torch.manual_seed(0)
+    return CompactEncoder(embedding_dim=8, width=4), data
+
+
+def _train_copy(net, data, **kw):
+    from client.trainer import train_siamese
+
+    net = copy.deepcopy(net)
+    cfg = TrainConfig(epochs=kw.pop("epochs", 3), lr=1e-2, p=4, k=2, schedule="constant", seed=1, **kw)
+    hist = train_siamese(net, data.images, data.train_pairs, cfg, progress=False)
+    return net, hist
+
+
+def test_weight_average_leaves_the_trajectory_and_replaces_the_weights():
+    net, data = _ema_setup()
+    plain, h_plain = _train_copy(net, data)
+    avg, h_avg = _train_copy(net, data, ema=0.5)
+    assert [h["loss"] for h in h_plain] == [h["loss"] for h in h_avg]  # the average never feeds back
+    assert any(not (a == b).all() for a, b in zip(plain.parameters(), avg.parameters(), strict=True))
+    # a decay of ~1 keeps the first step's weights: those of one plain epoch (one step) from the same start
+    first, _ = _train_copy(net, data, epochs=1)
+    still, _ = _train_copy(net, data, ema=1 - 1e-12)
+    for a, b in zip(first.parameters(), still.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_weight_average_decay_is_validated():
+    with pytest.raises(ValueError, match="ema"):
+        TrainConfig(ema=1.0)
