@@ -169,6 +169,11 @@ VARIANTS: dict[str, dict] = {
     "fcj_rr192_supcon_t005_e120": {"what": "fcj_rr192_supcon_e120 with temperature 0.05",
                                    "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
                                    "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
+    "fcj_rr192_supcon_t005_lr1e3_e120": {"what": "fcj_rr192_supcon_t005_e120 with learning rate 1e-3 (the screened "
+                                                 "lever fcj_rr128_supcon_t005_lr1e3_e40 at the full budget)",
+                                         "model": {"input_size": 192, "normalization": "ridge"},
+                                         "init": "pretrain_ridge",
+                                         "train": {"epochs": 120, "lr": 1e-3, "loss": "supcon", "temperature": 0.05}},
 }
 
 
