@@ -61,6 +61,12 @@ def _screen(what: str, *, train: dict | None = None, model: dict | None = None, 
             "init": "pretrain_ridge", "train": {"epochs": 40, "lr": 5e-4, **(train or {})}, **extra}
 
 
+def _on_supcon(what: str, **train) -> dict:
+    """A screening lever stacked on SupCon τ 0.05 (``fcj_rr128_supcon_t005_e40``), paired with that variant."""
+    return _screen(f"fcj_rr128_supcon_t005_e40 with {what}", train={"loss": "supcon", "temperature": 0.05, **train},
+                   base="fcj_rr128_supcon_t005_e40")
+
+
 def _wide(width: int, times: str) -> dict[str, dict]:
     """Synthetic ridge pre-training, the full FCJ recipe, and that recipe with SupCon τ 0.05, at ``width``."""
     pre, model = f"pretrain_ridge_w{width}", {"input_size": 192, "normalization": "ridge", "width": width}
@@ -141,25 +147,15 @@ VARIANTS: dict[str, dict] = {
                                    model={"align": True}),
     # SupCon's softmax is over the batch: more fingers (impostors) or more impressions (positives) per batch.
     # Compute per epoch is unchanged (an epoch is one pass over the training images), the steps are fewer.
-    "fcj_rr128_supcon_t005_p32_e40": _screen("fcj_rr128_supcon_t005_e40 with 32 fingers per batch instead of 16 "
-                                             "(twice the impostors in each softmax)",
-                                             train={"loss": "supcon", "temperature": 0.05, "p": 32},
-                                             base="fcj_rr128_supcon_t005_e40"),
-    "fcj_rr128_supcon_t005_k6_e40": _screen("fcj_rr128_supcon_t005_e40 with all 6 impressions of a finger per batch "
-                                            "instead of 4 (more positives per anchor)",
-                                            train={"loss": "supcon", "temperature": 0.05, "k": 6},
-                                            base="fcj_rr128_supcon_t005_e40"),
-    "fcj_rr128_supcon_t003_e40": _screen("fcj_rr128_supcon_t005_e40 with temperature 0.03 (sharper still)",
-                                         train={"loss": "supcon", "temperature": 0.03},
-                                         base="fcj_rr128_supcon_t005_e40"),
-    "fcj_rr128_supcon_t005_lr1e3_e40": _screen("fcj_rr128_supcon_t005_e40 with learning rate 1e-3 instead of 5e-4",
-                                               train={"loss": "supcon", "temperature": 0.05, "lr": 1e-3},
-                                               base="fcj_rr128_supcon_t005_e40"),
-    **{f"fcj_rr128_supcon_t005_ema{tag}_e40": _screen(
-        f"fcj_rr128_supcon_t005_e40 with its weights averaged over training (EMA decay {decay}, a horizon of about "
-        f"{round(1 / (1 - decay))} steps; about 11 steps an epoch)",
-        train={"loss": "supcon", "temperature": 0.05, "ema": decay}, base="fcj_rr128_supcon_t005_e40")
-       for tag, decay in (("99", 0.99), ("995", 0.995))},
+    "fcj_rr128_supcon_t005_p32_e40": _on_supcon("32 fingers per batch instead of 16 (twice the impostors in each "
+                                                "softmax)", p=32),
+    "fcj_rr128_supcon_t005_k6_e40": _on_supcon("all 6 impressions of a finger per batch instead of 4 (more positives "
+                                               "per anchor)", k=6),
+    "fcj_rr128_supcon_t003_e40": _on_supcon("temperature 0.03 (sharper still)", temperature=0.03),
+    "fcj_rr128_supcon_t005_lr1e3_e40": _on_supcon("learning rate 1e-3 instead of 5e-4", lr=1e-3),
+    **{f"fcj_rr128_supcon_t005_ema{tag}_e40": _on_supcon(
+        f"its weights averaged over training (EMA decay {decay}, a horizon of about {round(1 / (1 - decay))} "
+        "steps; about 11 steps an epoch)", ema=decay) for tag, decay in (("99", 0.99), ("995", 0.995))},
     "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",

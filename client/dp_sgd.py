@@ -399,7 +399,7 @@ def make_dp_trainer(
     extra = {k: getattr(cfg, k) for k in ("dense_weight", "minutiae_weight", "ema") if getattr(cfg, k) > 0}
     if cfg.loss != "contrastive":
         extra["loss"] = cfg.loss
-    if extra:  # per-pair clipping is defined for Eq. 1 on a pair; these terms couple a whole batch
+    if extra:  # per-pair clipping is defined for Eq. 1 on a pair; the losses couple a batch, EMA is not built here
         raise ValueError(f"DP-SGD trains Eq. 1 on a fixed pair set only; [train] {extra} is not supported with "
                          "[dp] (set loss = \"contrastive\", dense_weight = 0, minutiae_weight = 0, ema = 0)")
     fixed = dp_pair_set(pairs, images, cfg, impostor_rate)
