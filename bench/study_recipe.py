@@ -61,10 +61,10 @@ def _screen(what: str, *, train: dict | None = None, model: dict | None = None, 
             "init": "pretrain_ridge", "train": {"epochs": 40, "lr": 5e-4, **(train or {})}, **extra}
 
 
-def _on_supcon(what: str, **train) -> dict:
+def _on_supcon(what: str, model: dict | None = None, **train) -> dict:
     """A screening lever stacked on SupCon τ 0.05 (``fcj_rr128_supcon_t005_e40``), paired with that variant."""
     return _screen(f"fcj_rr128_supcon_t005_e40 with {what}", train={"loss": "supcon", "temperature": 0.05, **train},
-                   base="fcj_rr128_supcon_t005_e40")
+                   model=model, base="fcj_rr128_supcon_t005_e40")
 
 
 def _wide(width: int, times: str) -> dict[str, dict]:
@@ -156,6 +156,12 @@ VARIANTS: dict[str, dict] = {
     **{f"fcj_rr128_supcon_t005_ema{tag}_e40": _on_supcon(
         f"its weights averaged over training (EMA decay {decay}, a horizon of about {round(1 / (1 - decay))} "
         "steps; about 11 steps an epoch)", ema=decay) for tag, decay in (("99", 0.99), ("995", 0.995))},
+    "fcj_rr128_supcon_t005_gem_e40": _on_supcon("GeM pooling (a learned generalised mean, exponent from 3) instead "
+                                                "of the average", model={"pooling": "gem"}),
+    # Decoupled weight decay: ~440 steps at lr <= 5e-4 shrink a weight by about 440 x 2.5e-4 x λ in all.
+    **{f"fcj_rr128_supcon_t005_wd{tag}_e40": _on_supcon(
+        f"decoupled weight decay {wd} (AdamW instead of Adam)", weight_decay=wd) for tag, wd in (("01", 0.1),
+                                                                                                  ("05", 0.5))},
     "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
@@ -170,6 +176,13 @@ VARIANTS: dict[str, dict] = {
                                          "model": {"input_size": 192, "normalization": "ridge"},
                                          "init": "pretrain_ridge",
                                          "train": {"epochs": 120, "lr": 1e-3, "loss": "supcon", "temperature": 0.05}},
+    # The issue allows 120 training fingers; val_fraction 0.1 keeps 12 of them for validation pairs only.
+    "fcj_rr192_supcon_t005_v02_e120": {"what": "fcj_rr192_supcon_t005_e120 trained on 118 of the 120 non-test "
+                                               "fingers instead of 108 (val_fraction 0.02: 2 validation fingers, not "
+                                               "12; the test fingers are the same)",
+                                       "model": {"input_size": 192, "normalization": "ridge"},
+                                       "init": "pretrain_ridge", "val_fraction": 0.02,
+                                       "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
 }
 
 
@@ -181,7 +194,8 @@ SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr12
           "fcj_rr128_supcon_lr1e3_e40", "fcj_rr128_supcon_t005_e40", "fcj_rr128_supcon_t02_e40",
           "fcj_rr128_align_e40", "fcj_rr128_supcon_t005_p32_e40", "fcj_rr128_supcon_t005_k6_e40",
           "fcj_rr128_supcon_t003_e40", "fcj_rr128_supcon_t005_lr1e3_e40",
-          "fcj_rr128_supcon_t005_ema99_e40", "fcj_rr128_supcon_t005_ema995_e40")
+          "fcj_rr128_supcon_t005_ema99_e40", "fcj_rr128_supcon_t005_ema995_e40", "fcj_rr128_supcon_t005_gem_e40",
+          "fcj_rr128_supcon_t005_wd01_e40", "fcj_rr128_supcon_t005_wd05_e40")
 
 
 def _toml_value(v) -> str:
@@ -203,7 +217,8 @@ def variant_toml(name: str, real: Path, runs: Path, seed: int = 0) -> str:
         init = v.get("init")
         model["init"] = str(runs / init / "model_centralized.pt") if init else "pretrained"
         sources = _fcj(real) + ("\n" + synth_sources(50) if v.get("mix_synthetic") else "")
-        data = '[data]\nprotocol = "open"\ntest_fraction = 0.25\nval_fraction = 0.1\nmax_impostors = 20000\n'
+        data = ('[data]\nprotocol = "open"\ntest_fraction = 0.25\n'
+                f'val_fraction = {v.get("val_fraction", 0.1)}\nmax_impostors = 20000\n')
     train = {"p": 16, "k": 4, **v["train"]}
     lines = [f'[run]\nname = "{run_name}"\nseed = {seed}\n', sources, data, '[partition]\nmode = "domain"\n',
              "[model]\n" + "".join(f"{k} = {_toml_value(x)}\n" for k, x in model.items()),

@@ -127,7 +127,7 @@ def _train_round(msg: Message, context: Context, conf, gap_offset: Mapping[int, 
                                         if method == "feddbe" else net, data)
     else:
         anchor = [p.detach().clone() for p in net.parameters()]
-        opt = ProximalAdam(net.parameters(), anchor, mu=mu, lr=tcfg.lr)
+        opt = ProximalAdam(net.parameters(), anchor, mu=mu, lr=tcfg.lr, weight_decay=tcfg.weight_decay)
         history = train_siamese(net, data.images, data.train_pairs, tcfg, optimizer=opt, progress=False,
                                 desc=data.name)
         acc_local = validation_accuracy(net, data)

@@ -416,7 +416,9 @@ def make_dp_trainer(
     loader = DataLoader(dataset, batch_size=cfg.batch_size, generator=sample_gen)
     inplace = _set_inplace(encoder, False)
     module = PairDistance(encoder)
-    optimizer = torch.optim.Adam(module.parameters(), lr=cfg.lr)
+    from client.trainer import adam
+
+    optimizer = adam(module.parameters(), cfg)
     engine = PrivacyEngine(accountant=accountant)
     common = {"module": module, "optimizer": optimizer, "data_loader": loader, "max_grad_norm": max_grad_norm,
               "grad_sample_mode": GRAD_SAMPLE_MODE, "poisson_sampling": True,

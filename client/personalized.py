@@ -32,7 +32,7 @@ from client.fedala import ALASettings, adaptive_local_aggregation
 from client.fedas import align_to_prototypes, finger_prototypes, fisher_trace, with_own_head
 from client.feddbe import DBEEncoder
 from client.local_data import ClientData
-from client.trainer import train_siamese
+from client.trainer import adam, train_siamese
 from fedprint_config import PERSONALIZED, FederationConfig, TrainConfig
 
 _MODEL, _ALA_W, _ALA_FOR, _DBE_BIAS = "personal-model", "ala-weights", "ala-done-for", "dbe-bias"
@@ -104,7 +104,7 @@ def personal_train(method: str, global_net: nn.Module, data: ClientData, state: 
             else None
         wrapper = DBEEncoder(global_net, bias, use_bias=mean is not None, momentum=fed.dbe_momentum)
         reg = None if mean is None else wrapper.mean_regulariser(torch.tensor(list(mean)), fed.dbe_kappa)
-        opt = torch.optim.Adam([q for q in wrapper.parameters() if q.requires_grad], lr=tcfg.lr)
+        opt = adam([q for q in wrapper.parameters() if q.requires_grad], tcfg)
         history = train_siamese(wrapper, data.images, data.train_pairs, tcfg, optimizer=opt, progress=False,
                                 desc=data.name, regularizer=reg)
         if mean is not None:

@@ -26,10 +26,12 @@ class ProximalAdam(torch.optim.Adam):
         Proximal weight μ >= 0 (0 gives plain Adam).
     lr : float
         Adam learning rate.
+    weight_decay : float
+        Decoupled weight decay (AdamW; default 0), as ``[train] weight_decay``.
     """
 
     def __init__(self, params: Iterable[torch.nn.Parameter], global_params: Iterable[torch.Tensor], *,
-                 mu: float, lr: float) -> None:
+                 mu: float, lr: float, weight_decay: float = 0.0) -> None:
         params = list(params)
         self._anchor = [g.detach().clone() for g in global_params]
         if len(self._anchor) != len(params):
@@ -38,7 +40,7 @@ class ProximalAdam(torch.optim.Adam):
             raise ValueError(f"mu: expected >= 0, got {mu}")
         self.mu = float(mu)
         self._params = params
-        super().__init__(params, lr=lr)
+        super().__init__(params, lr=lr, weight_decay=weight_decay, decoupled_weight_decay=True)
 
     @torch.no_grad()
     def step(self, closure=None):  # noqa: D102 - same contract as Adam.step

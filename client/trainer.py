@@ -91,6 +91,12 @@ def embedding_loss(emb: torch.Tensor, labels: torch.Tensor, cfg: TrainConfig) ->
     return batch_contrastive_loss(emb, labels, margin=cfg.margin, balance=cfg.balance)
 
 
+def adam(params, cfg: TrainConfig) -> torch.optim.Adam:
+    """Adam at ``cfg.lr`` with ``cfg.weight_decay`` decoupled from the gradient (AdamW; 0: plain Adam), the one
+    optimizer every trainer of a client starts from."""
+    return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay, decoupled_weight_decay=True)
+
+
 def _lr_lambda(cfg: TrainConfig, total: int):
     if cfg.schedule == "constant" or total <= 1:
         return lambda step: 1.0
@@ -164,7 +170,7 @@ def train_siamese(
                          "input's frame and [model] align = true moves the print before the encoder (set one off)")
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(int(cfg.seed))
-    opt = optimizer or torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
+    opt = optimizer or adam(encoder.parameters(), cfg)
     aug = AugmentSpec(scale=cfg.scale_jitter, texture=cfg.texture) if cfg.augment else AugmentSpec.off()
     if cfg.sampler == "pk":
         used, labels = identities_from_pairs(pairs)
@@ -186,7 +192,7 @@ def _minutiae_task(encoder, images, used, cfg, dev, progress):
         maps = encoder.embed_with_maps(images[:1])
         last = cfg.minutiae_layer == "last"
         head = MinutiaeHead(int(maps[1 if last else 2].shape[1]), upsample=last).to(dev)
-    return head, torch.optim.Adam(head.parameters(), lr=cfg.lr), minutiae_maps(images, used, progress=progress)
+    return head, adam(head.parameters(), cfg), minutiae_maps(images, used, progress=progress)
 
 
 def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_epoch, dev, amp, progress, desc,

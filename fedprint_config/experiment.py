@@ -37,7 +37,7 @@ from data.synth.limits import check_size
 from fedprint_config.federation import FederationConfig
 from fedprint_config.train import TrainConfig
 from models.preprocess import NORMALIZATIONS, InputSpec
-from models.siamese import ENCODERS, new_encoder
+from models.siamese import ENCODERS, POOLINGS, new_encoder
 
 #: A run name: one plain path component (run directories are ``<run.out>/<name>-<UTC time>``).
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -161,6 +161,9 @@ class ModelSection:
     better per minute of CPU in our measurements).
     ``pool_grid``: side g of the compact encoder's pooling grid (default 1: global average pooling; g > 1 keeps
     the print's coarse layout, see :class:`models.siamese.CompactEncoder`).
+    ``pooling``: how the compact encoder pools its last feature map: ``"avg"`` (default) or ``"gem"`` (a
+    generalised mean whose exponent is learned, :class:`models.pooling.GeM`). A ``"gem"`` experiment may start from
+    an ``"avg"`` model: the exponent is then added at its initial value 3.
     ``align``: put a learned rotation-and-shift aligner in front of the compact encoder (default false;
     DeepPrint's localisation network, :class:`models.alignment.RigidAligner`). It starts as the identity, so
     ``init`` may name a model without one.
@@ -180,6 +183,7 @@ class ModelSection:
     normalization: str = "standardize"
     width: int = 16
     pool_grid: int = 1
+    pooling: str = "avg"
     align: bool = False
     init: str = "random"
 
@@ -195,6 +199,11 @@ class ModelSection:
         if self.pool_grid != 1 and self.encoder != "compact":
             raise ValueError(f"model.pool_grid: only the 'compact' encoder has a pooling grid; {self.encoder!r} "
                              f"pools globally (leave pool_grid = 1)")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"model.pooling: expected one of {POOLINGS}, got {self.pooling!r}")
+        if self.pooling != "avg" and self.encoder != "compact":
+            raise ValueError(f"model.pooling: only the 'compact' encoder has a choice of pooling; {self.encoder!r} "
+                             f"averages (leave pooling = \"avg\")")
         if self.align and self.encoder != "compact":
             raise ValueError(f"model.align: only the 'compact' encoder has an aligner; leave align = false with "
                              f"{self.encoder!r}")
@@ -209,16 +218,17 @@ class ModelSection:
             raise ValueError(f"model.input_size: expected an integer >= 8 (pixels), got {self.input_size}")
 
     def encoder_kwargs(self) -> dict[str, Any]:
-        """Extra arguments of :func:`models.siamese.build_encoder` (``width``, ``grid``, ``align`` of the compact
-        encoder).
+        """Extra arguments of :func:`models.siamese.build_encoder` (``width``, ``grid``, ``align``, ``pooling`` of
+        the compact encoder).
 
-        ``grid`` and ``align`` are left out at their defaults, so model files written before the options existed
-        still match.
+        ``grid``, ``align`` and ``pooling`` are left out at their defaults, so model files written before the
+        options existed still match.
         """
         if self.encoder != "compact":
             return {}
         return ({"width": int(self.width)} | ({"grid": int(self.pool_grid)} if self.pool_grid != 1 else {})
-                | ({"align": True} if self.align else {}))
+                | ({"align": True} if self.align else {})
+                | ({"pooling": self.pooling} if self.pooling != "avg" else {}))
 
     def init_state(self) -> dict[str, Any] | None:
         """The initial weights named by ``init`` (None for ``"random"``), checked against these settings."""
@@ -234,6 +244,10 @@ class ModelSection:
         add_aligner = self.align and not (got["encoder_kwargs"] or {}).get("align")
         if add_aligner:
             got["encoder_kwargs"] = dict(got["encoder_kwargs"] or {}) | {"align": True}
+        # Likewise GeM pooling from an averaging model: the exponent starts at its initial value.
+        add_gem = self.pooling == "gem" and (got["encoder_kwargs"] or {}).get("pooling", "avg") == "avg"
+        if add_gem:
+            got["encoder_kwargs"] = dict(got["encoder_kwargs"] or {}) | {"pooling": "gem"}
         # The input side may differ (every encoder pools globally: weights learned on 128 px crops apply to the
         # whole print), and so may the normalisation; the resolution and crop must not.
         mine = self.input_spec()
@@ -247,6 +261,10 @@ class ModelSection:
             with torch.random.fork_rng(devices=[]):  # the fresh aligner's weights do not depend on the caller
                 torch.manual_seed(0)
                 state |= {f"align.{k}": v for k, v in RigidAligner().state_dict().items()}
+        if add_gem:
+            from models.pooling import GEM_P0
+
+            state["pool.p"] = torch.tensor(GEM_P0)
         return state
 
     def new_encoder(self, seed: int) -> nn.Module:

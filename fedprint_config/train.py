@@ -59,6 +59,9 @@ class TrainConfig:
         weights when the call ends (default 0: off). The average forgets with a horizon of about
         ``1 / (1 - ema)`` steps and starts at the first step's weights (Polyak & Juditsky 1992; torch's
         ``AveragedModel``). One call of the trainer is one federated round: the average does not cross rounds.
+    weight_decay : float
+        Decoupled weight decay λ of Adam (AdamW: every step shrinks each weight by ``lr_t * λ`` apart from the
+        gradient; Loshchilov & Hutter 2019; default 0: plain Adam, as before the option existed).
     schedule : str
         ``"cosine"`` (default: linear warm-up over the first 5 % of steps, cosine decay to 5 % of ``lr`` over
         one call of the trainer, i.e. one federated round) or ``"constant"``.
@@ -91,6 +94,7 @@ class TrainConfig:
     loss: str = "contrastive"
     temperature: float = 0.1
     ema: float = 0.0
+    weight_decay: float = 0.0
     schedule: str = "cosine"
     balance: bool = True
     batch_size: int = 32
@@ -115,6 +119,7 @@ class TrainConfig:
             "loss": self.loss in LOSSES and (self.loss == "contrastive" or self.sampler == "pk"),
             "temperature": self.temperature > 0,
             "ema": 0 <= self.ema < 1,
+            "weight_decay": 0 <= self.weight_decay < 1,
             "batch_size": self.batch_size >= 1,
             "margin": self.margin > 0,
             "impostor_ratio": self.impostor_ratio > 0,
@@ -125,6 +130,6 @@ class TrainConfig:
             raise ValueError(f"train: invalid value for {', '.join(bad)} (sampler one of {SAMPLERS}, schedule one "
                              f"of {SCHEDULES}, minutiae_layer one of {MINUTIAE_LAYERS}, loss one of {LOSSES} (not "
                              f"contrastive only with sampler = \"pk\"), p and k >= 2, scale_jitter "
-                             f"in [0, 1), texture in [0, 1], ema in [0, 1), dense_weight "
+                             f"in [0, 1), texture in [0, 1], ema and weight_decay in [0, 1), dense_weight "
                              f"and minutiae_weight > 0 only with sampler = \"pk\", positive numbers elsewhere): "
                              f"{asdict(self)}")

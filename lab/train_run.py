@@ -206,11 +206,12 @@ def _report(cfg, mode, clients, rows, avg, history, seconds, dp, real) -> str:
     return (
         f"# {cfg.run.name}: {mode} training\n\n"
         f"- encoder `{cfg.model.encoder}` (d = {cfg.model.embedding_dim}, width {cfg.model.width}, pooling grid "
-        f"{cfg.model.pool_grid}{', learned alignment' if cfg.model.align else ''}), input "
+        f"{cfg.model.pool_grid}{', GeM pooling' if cfg.model.pooling == 'gem' else ''}"
+        f"{', learned alignment' if cfg.model.align else ''}), input "
         f"{cfg.model.input_size} px at {cfg.model.input_dpi:g} dpi ({cfg.model.crop} crop), initial weights "
         f"{cfg.model.init}; {cfg.train.epochs} epochs, sampler {cfg.train.sampler} (P {cfg.train.p} x K "
         f"{cfg.train.k}), augmentation {_augment_label(cfg.train)}, Adam lr {cfg.train.lr} "
-        f"({cfg.train.schedule}), "
+        f"({cfg.train.schedule}{f', weight decay {cfg.train.weight_decay:g}' if cfg.train.weight_decay else ''}), "
         + (f"supervised contrastive loss (temperature {cfg.train.temperature:g})" if cfg.train.loss == "supcon"
            else f"contrastive loss, margin {cfg.train.margin}")
         + (f", dense-match loss weight {cfg.train.dense_weight:g}" if cfg.train.dense_weight > 0 else "")

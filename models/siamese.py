@@ -20,8 +20,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.alignment import RigidAligner
+from models.pooling import GeM
 
 ENCODERS = ("compact", "resnet18")
+#: How the compact encoder pools its last feature map: the average, or a learned generalised mean.
+POOLINGS = ("avg", "gem")
 
 
 def _groups(channels: int, max_groups: int = 8) -> int:
@@ -71,6 +74,9 @@ class CompactEncoder(nn.Module):
     channels_last : bool
         Store conv weights and run activations in channels-last layout (default True; same results up to
         float rounding, faster on CPU). Parameters keep their shapes; only their strides differ.
+    pooling : str
+        ``"avg"`` (default: average pooling) or ``"gem"`` (generalised mean with a learned exponent starting at 3,
+        :class:`models.pooling.GeM`; its one parameter is ``pool.p``).
     align : bool
         Put a learned rotation-and-shift aligner in front of block 1 (default False;
         :class:`models.alignment.RigidAligner`, DeepPrint's localisation network). It starts as the identity, so
@@ -78,7 +84,7 @@ class CompactEncoder(nn.Module):
     """
 
     def __init__(self, embedding_dim: int = 128, width: int = 32, in_channels: int = 1, grid: int = 1,
-                 channels_last: bool = True, align: bool = False) -> None:
+                 channels_last: bool = True, align: bool = False, pooling: str = "avg") -> None:
         super().__init__()
         for name, v in (("embedding_dim", embedding_dim), ("width", width), ("in_channels", in_channels),
                         ("grid", grid)):
@@ -86,6 +92,8 @@ class CompactEncoder(nn.Module):
                 raise ValueError(f"CompactEncoder: {name} must be a positive integer, got {v!r}")
         if not isinstance(align, bool):
             raise ValueError(f"CompactEncoder: align must be True or False, got {align!r}")
+        if pooling not in POOLINGS:
+            raise ValueError(f"CompactEncoder: pooling must be one of {POOLINGS}, got {pooling!r}")
         chans = [in_channels, width, 2 * width, 4 * width, 4 * width, 8 * width]
         layers: list[nn.Module] = []
         for i, (cin, cout) in enumerate(zip(chans[:-1], chans[1:], strict=True)):
@@ -97,7 +105,7 @@ class CompactEncoder(nn.Module):
             if i == 2:
                 self._middle = len(layers)  # end of block 3: S/8, 4 * width channels
         self.features = nn.Sequential(*layers)
-        self.pool = nn.AdaptiveAvgPool2d(grid)
+        self.pool = GeM(grid) if pooling == "gem" else nn.AdaptiveAvgPool2d(grid)
         self.fc = nn.Linear(chans[-1] * grid * grid, embedding_dim)
         self.grid = grid
         self.embedding_dim = embedding_dim
@@ -207,7 +215,8 @@ def resnet18_encoder(embedding_dim: int = 128) -> nn.Module:
 
 
 def build_encoder(name: str, embedding_dim: int = 128, **kwargs) -> nn.Module:
-    """Encoder by name: ``"compact"`` (:class:`CompactEncoder`, accepts ``width`` and ``grid``) or ``"resnet18"``."""
+    """Encoder by name: ``"compact"`` (:class:`CompactEncoder`, accepts ``width``, ``grid``, ``align`` and
+    ``pooling``) or ``"resnet18"``."""
     if name == "compact":
         return CompactEncoder(embedding_dim=embedding_dim, **kwargs)
     if name == "resnet18":

@@ -120,3 +120,28 @@ def test_weight_average_leaves_the_trajectory_and_replaces_the_weights():
 def test_weight_average_decay_is_validated():
     with pytest.raises(ValueError, match="ema"):
         TrainConfig(ema=1.0)
+
+
+def test_weight_decay_is_decoupled_and_off_by_default():
+    """[train] weight_decay λ: each step shrinks a weight by lr·λ whatever its gradient (AdamW); 0 is plain Adam."""
+    from client.trainer import adam
+
+    w = torch.nn.Parameter(torch.full((3,), 2.0))
+    opt = adam([w], TrainConfig(lr=0.1, weight_decay=0.5))
+    w.grad = torch.zeros(3)  # no gradient: Adam's own update is 0, only the decay moves the weight
+    opt.step()
+    torch.testing.assert_close(w.detach(), torch.full((3,), 2.0 * (1 - 0.1 * 0.5)))
+    v = torch.nn.Parameter(torch.full((3,), 2.0))
+    plain = adam([v], TrainConfig(lr=0.1))
+    v.grad = torch.zeros(3)
+    plain.step()
+    torch.testing.assert_close(v.detach(), torch.full((3,), 2.0))
+    with pytest.raises(ValueError, match="weight_decay"):
+        TrainConfig(weight_decay=-0.1)
+
+
+def test_weight_decay_changes_training():
+    net, data = _ema_setup()
+    plain, _ = _train_copy(net, data)
+    decayed, _ = _train_copy(net, data, weight_decay=0.5)
+    assert sum(p.norm() ** 2 for p in decayed.parameters()) < sum(p.norm() ** 2 for p in plain.parameters())
