@@ -184,6 +184,11 @@ VARIANTS: dict[str, dict] = {
                                        "init": "pretrain_ridge", "val_fraction": 0.02,
                                        "base": "fcj_rr192_supcon_t005_e120",
                                        "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
+    "fcj_rr192_supcon_t005_gem_e120": {"what": "fcj_rr192_supcon_t005_e120 with GeM pooling (the screened "
+                                               "fcj_rr128_supcon_t005_gem_e40 at the full budget)",
+                                       "model": {"input_size": 192, "normalization": "ridge", "pooling": "gem"},
+                                       "init": "pretrain_ridge", "base": "fcj_rr192_supcon_t005_e120",
+                                       "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
     # The recipe a user can run with no pre-training of their own: from the shipped model (experiments/
     # real_sensors_fcj.toml).
     "fcj_r192_supcon_t005_e120": {"what": "fcj_rr192_supcon_t005_e120 started from the shipped model (synthetic "

@@ -40,9 +40,9 @@ def client():
                              spec=InputSpec(size=32), seed=0, progress=False)
 
 
-def _encoder(seed: int = 0) -> CompactEncoder:
+def _encoder(seed: int = 0, pooling: str = "avg") -> CompactEncoder:
     torch.manual_seed(seed)
-    return CompactEncoder(embedding_dim=8, width=8)
+    return CompactEncoder(embedding_dim=8, width=8, pooling=pooling)
 
 
 def _train(client, epochs=2, **dp):
@@ -50,9 +50,11 @@ def _train(client, epochs=2, **dp):
     return train_siamese_dp(_encoder(), client.images, client.train_pairs, cfg, progress=False, **dp)
 
 
-def test_per_sample_gradients_are_per_pair():
-    """Opacus's per-sample gradient of the pair loss equals a per-pair autograd loop (two encoder calls)."""
-    enc = _encoder()
+@pytest.mark.parametrize("pooling", ["avg", "gem"])
+def test_per_sample_gradients_are_per_pair(pooling):
+    """Opacus's per-sample gradient of the pair loss equals a per-pair autograd loop (two encoder calls); GeM's
+    exponent, a bare parameter no Opacus layer covers, included."""
+    enc = _encoder(pooling=pooling)
     for m in enc.modules():  # as make_dp_trainer does
         if hasattr(m, "inplace"):
             m.inplace = False
