@@ -191,11 +191,12 @@ VARIANTS: dict[str, dict] = {
                                        "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
     # The recipe a user can run with no pre-training of their own: from the shipped model (experiments/
     # real_sensors_fcj.toml).
-    "fcj_r192_supcon_t005_e120": {"what": "fcj_rr192_supcon_t005_e120 started from the shipped model (synthetic "
-                                          "pre-training with per-image standardisation) instead of pretrain_ridge",
-                                  "model": {"input_size": 192, "normalization": "ridge"},
-                                  "base": "fcj_rr192_supcon_t005_e120",
-                                  "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
+    "fcj_r192_supcon_t005_gem_e120": {"what": "fcj_rr192_supcon_t005_gem_e120 started from the shipped model "
+                                              "(synthetic pre-training with per-image standardisation) instead of "
+                                              "pretrain_ridge",
+                                      "model": {"input_size": 192, "normalization": "ridge", "pooling": "gem"},
+                                      "base": "fcj_rr192_supcon_t005_gem_e120",
+                                      "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
 }
 
 
