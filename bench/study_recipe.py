@@ -189,6 +189,13 @@ VARIANTS: dict[str, dict] = {
                                        "model": {"input_size": 192, "normalization": "ridge", "pooling": "gem"},
                                        "init": "pretrain_ridge", "base": "fcj_rr192_supcon_t005_e120",
                                        "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
+    # The target-1 recipe with GeM: for a GPU (about 50 min a split on 2 CPU cores, after a ~1 h pre-training).
+    "fcj_rr192_w32_supcon_t005_gem_e120": {"what": "fcj_rr192_w32_supcon_t005_e120 with GeM pooling",
+                                           "model": {"input_size": 192, "normalization": "ridge", "width": 32,
+                                                     "pooling": "gem"},
+                                           "init": "pretrain_ridge_w32", "base": "fcj_rr192_w32_supcon_t005_e120",
+                                           "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon",
+                                                     "temperature": 0.05}},
     # The recipe a user can run with no pre-training of their own: from the shipped model (experiments/
     # real_sensors_fcj.toml).
     "fcj_r192_supcon_t005_gem_e120": {"what": "fcj_rr192_supcon_t005_gem_e120 started from the shipped model "
