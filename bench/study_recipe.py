@@ -67,6 +67,15 @@ def _on_supcon(what: str, model: dict | None = None, **train) -> dict:
                    model=model, base="fcj_rr128_supcon_t005_e40")
 
 
+def _full_supcon(what: str, *, base: str | None = None, init: str | None = "pretrain_ridge",
+                 model: dict | None = None, **extra) -> dict:
+    """A full-budget variant (192 px, ridge normalisation, 120 epochs, lr 5e-4) with SupCon τ 0.05; ``init`` None
+    starts from the shipped model; ``train={...}`` overrides training keys; ``base=NAME`` pairs it in the tables."""
+    train = {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05, **extra.pop("train", {})}
+    return {"what": what, "model": {"input_size": 192, "normalization": "ridge", **(model or {})},
+            **({"init": init} if init else {}), **({"base": base} if base else {}), "train": train, **extra}
+
+
 def _wide(width: int, times: str) -> dict[str, dict]:
     """Synthetic ridge pre-training, the full FCJ recipe, and that recipe with SupCon τ 0.05, at ``width``."""
     pre, model = f"pretrain_ridge_w{width}", {"input_size": 192, "normalization": "ridge", "width": width}
@@ -168,42 +177,29 @@ VARIANTS: dict[str, dict] = {
                               "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon"}},
     # Wider encoders (width 32: twice the channels, ~4x the multiply-adds; width 64): the lever for a GPU.
     **_wide(32, "twice"), **_wide(64, "four-times"),
-    "fcj_rr192_supcon_t005_e120": {"what": "fcj_rr192_supcon_e120 with temperature 0.05",
-                                   "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
-                                   "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
-    "fcj_rr192_supcon_t005_lr1e3_e120": {"what": "fcj_rr192_supcon_t005_e120 with learning rate 1e-3 (the screened "
-                                                 "lever fcj_rr128_supcon_t005_lr1e3_e40 at the full budget)",
-                                         "model": {"input_size": 192, "normalization": "ridge"},
-                                         "init": "pretrain_ridge",
-                                         "train": {"epochs": 120, "lr": 1e-3, "loss": "supcon", "temperature": 0.05}},
+    "fcj_rr192_supcon_t005_e120": _full_supcon("fcj_rr192_supcon_e120 with temperature 0.05"),
+    "fcj_rr192_supcon_t005_lr1e3_e120": _full_supcon("fcj_rr192_supcon_t005_e120 with learning rate 1e-3 (the "
+                                                     "screened lever fcj_rr128_supcon_t005_lr1e3_e40 at the full "
+                                                     "budget)", train={"lr": 1e-3}),
     # The issue allows 120 training fingers; val_fraction 0.1 keeps 12 of them for validation pairs only.
-    "fcj_rr192_supcon_t005_v02_e120": {"what": "fcj_rr192_supcon_t005_e120 trained on 118 of the 120 non-test "
-                                               "fingers instead of 108 (val_fraction 0.02: 2 validation fingers, not "
-                                               "12; the test fingers are the same)",
-                                       "model": {"input_size": 192, "normalization": "ridge"},
-                                       "init": "pretrain_ridge", "val_fraction": 0.02,
-                                       "base": "fcj_rr192_supcon_t005_e120",
-                                       "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
-    "fcj_rr192_supcon_t005_gem_e120": {"what": "fcj_rr192_supcon_t005_e120 with GeM pooling (the screened "
-                                               "fcj_rr128_supcon_t005_gem_e40 at the full budget)",
-                                       "model": {"input_size": 192, "normalization": "ridge", "pooling": "gem"},
-                                       "init": "pretrain_ridge", "base": "fcj_rr192_supcon_t005_e120",
-                                       "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
+    "fcj_rr192_supcon_t005_v02_e120": _full_supcon("fcj_rr192_supcon_t005_e120 trained on 118 of the 120 non-test "
+                                                   "fingers instead of 108 (val_fraction 0.02: 2 validation "
+                                                   "fingers, not 12; the test fingers are the same)",
+                                                   base="fcj_rr192_supcon_t005_e120", val_fraction=0.02),
+    "fcj_rr192_supcon_t005_gem_e120": _full_supcon("fcj_rr192_supcon_t005_e120 with GeM pooling (the screened "
+                                                   "fcj_rr128_supcon_t005_gem_e40 at the full budget)",
+                                                   base="fcj_rr192_supcon_t005_e120", model={"pooling": "gem"}),
     # The target-1 recipe with GeM: for a GPU (about 50 min a split on 2 CPU cores, after a ~1 h pre-training).
-    "fcj_rr192_w32_supcon_t005_gem_e120": {"what": "fcj_rr192_w32_supcon_t005_e120 with GeM pooling",
-                                           "model": {"input_size": 192, "normalization": "ridge", "width": 32,
-                                                     "pooling": "gem"},
-                                           "init": "pretrain_ridge_w32", "base": "fcj_rr192_w32_supcon_t005_e120",
-                                           "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon",
-                                                     "temperature": 0.05}},
+    "fcj_rr192_w32_supcon_t005_gem_e120": _full_supcon("fcj_rr192_w32_supcon_t005_e120 with GeM pooling",
+                                                       base="fcj_rr192_w32_supcon_t005_e120",
+                                                       init="pretrain_ridge_w32",
+                                                       model={"width": 32, "pooling": "gem"}),
     # The recipe a user can run with no pre-training of their own: from the shipped model (experiments/
     # real_sensors_fcj.toml).
-    "fcj_r192_supcon_t005_gem_e120": {"what": "fcj_rr192_supcon_t005_gem_e120 started from the shipped model "
-                                              "(synthetic pre-training with per-image standardisation) instead of "
-                                              "pretrain_ridge",
-                                      "model": {"input_size": 192, "normalization": "ridge", "pooling": "gem"},
-                                      "base": "fcj_rr192_supcon_t005_gem_e120",
-                                      "train": {"epochs": 120, "lr": 5e-4, "loss": "supcon", "temperature": 0.05}},
+    "fcj_r192_supcon_t005_gem_e120": _full_supcon("fcj_rr192_supcon_t005_gem_e120 started from the shipped model "
+                                                  "(synthetic pre-training with per-image standardisation) instead "
+                                                  "of pretrain_ridge", base="fcj_rr192_supcon_t005_gem_e120",
+                                                  init=None, model={"pooling": "gem"}),
 }
 
 

@@ -262,9 +262,9 @@ class ModelSection:
                 torch.manual_seed(0)
                 state |= {f"align.{k}": v for k, v in RigidAligner().state_dict().items()}
         if add_gem:
-            from models.pooling import GEM_P0
+            from models.pooling import GeM
 
-            state["pool.p"] = torch.tensor(GEM_P0)
+            state |= {f"pool.{k}": v for k, v in GeM().state_dict().items()}  # its exponent at the initial value
         return state
 
     def new_encoder(self, seed: int) -> nn.Module:
