@@ -61,10 +61,16 @@ def _screen(what: str, *, train: dict | None = None, model: dict | None = None, 
             "init": "pretrain_ridge", "train": {"epochs": 40, "lr": 5e-4, **(train or {})}, **extra}
 
 
-def _on_supcon(what: str, model: dict | None = None, **train) -> dict:
+def _on_supcon(what: str, model: dict | None = None, base: str = "fcj_rr128_supcon_t005_e40", **train) -> dict:
     """A screening lever stacked on SupCon τ 0.05 (``fcj_rr128_supcon_t005_e40``), paired with that variant."""
-    return _screen(f"fcj_rr128_supcon_t005_e40 with {what}", train={"loss": "supcon", "temperature": 0.05, **train},
-                   model=model, base="fcj_rr128_supcon_t005_e40")
+    return _screen(f"{base} with {what}", train={"loss": "supcon", "temperature": 0.05, **train},
+                   model=model, base=base)
+
+
+def _on_gem(what: str, model: dict | None = None, **train) -> dict:
+    """A screening lever stacked on SupCon τ 0.05 with GeM pooling (``fcj_rr128_supcon_t005_gem_e40``), paired
+    with that variant."""
+    return _on_supcon(what, model={"pooling": "gem", **(model or {})}, base="fcj_rr128_supcon_t005_gem_e40", **train)
 
 
 def _full_supcon(what: str, *, base: str | None = None, init: str | None = "pretrain_ridge",
@@ -171,6 +177,10 @@ VARIANTS: dict[str, dict] = {
     **{f"fcj_rr128_supcon_t005_wd{tag}_e40": _on_supcon(
         f"decoupled weight decay {wd} (AdamW instead of Adam)", weight_decay=wd) for tag, wd in (("01", 0.1),
                                                                                                   ("05", 0.5))},
+    # Levers on top of GeM: sensor-texture domain randomisation (made for the shipped model, models/augment.py) and
+    # a larger scale jitter (FCJ2020's impressions differ in pressure, hence in ridge spacing).
+    "fcj_rr128_supcon_t005_gem_tex05_e40": _on_gem("sensor-texture augmentation at strength 0.5", texture=0.5),
+    "fcj_rr128_supcon_t005_gem_sj10_e40": _on_gem("scale jitter 0.10 instead of 0.05", scale_jitter=0.10),
     "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
@@ -212,7 +222,8 @@ SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr12
           "fcj_rr128_align_e40", "fcj_rr128_supcon_t005_p32_e40", "fcj_rr128_supcon_t005_k6_e40",
           "fcj_rr128_supcon_t003_e40", "fcj_rr128_supcon_t005_lr1e3_e40",
           "fcj_rr128_supcon_t005_ema99_e40", "fcj_rr128_supcon_t005_ema995_e40", "fcj_rr128_supcon_t005_gem_e40",
-          "fcj_rr128_supcon_t005_wd01_e40", "fcj_rr128_supcon_t005_wd05_e40")
+          "fcj_rr128_supcon_t005_wd01_e40", "fcj_rr128_supcon_t005_wd05_e40", "fcj_rr128_supcon_t005_gem_tex05_e40",
+          "fcj_rr128_supcon_t005_gem_sj10_e40")
 
 
 def _toml_value(v) -> str:
