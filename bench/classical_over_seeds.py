@@ -1,0 +1,108 @@
+"""One ``fedprint train --classical-pairs`` experiment over seeds against the classical matcher, per sensor.
+
+Issue 22 §2, target 2: on each sensor's held-out fingers, is the deep verifier at or below the classical matcher
+(afis Gabor minutiae + Bozorth3), measured on the same pairs? Each run folder is one seed of the same experiment
+(``[run] seed`` 0, 1, 2, ...: other held-out fingers each) trained with ``--classical-pairs N``; its
+``classical_comparison.csv`` holds both EERs on the classical matcher's subset of every sensor's test pairs, its
+``metrics.json`` the deep EER / FNMR@FMR1 % on all of them. Per sensor: the deep and classical EER per seed, whether
+the deep one is at or below it on each seed, and deep − classical paired by seed (Student-t 95 %).
+
+    python bench/classical_over_seeds.py runs/pooled-s0 runs/pooled-s1 runs/pooled-s2 [--out FILE.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from data.atomic_io import write_text  # noqa: E402
+from fedprint_config.rundir import markdown_table  # noqa: E402
+from lab.multi_seed import ci95  # noqa: E402
+
+
+def read_run(folder: Path) -> tuple[int, dict[str, dict], dict[str, dict]]:
+    """(seed, sensor -> classical_comparison row, sensor -> metrics.json row) of one train run folder."""
+    need = [folder / n for n in ("classical_comparison.csv", "metrics.json", "config.json")]
+    missing = [p.name for p in need if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"{folder}: no {', '.join(missing)} (expected the folder of a `fedprint train "
+                                "--classical-pairs N` run)")
+    with open(need[0], newline="") as f:
+        cmp = {r["client"]: r for r in csv.DictReader(f)}
+    met = {r["client"]: r for r in json.loads(need[1].read_text())["per_client"]}
+    seed = int(json.loads(need[2].read_text())["run"]["seed"])
+    return seed, cmp, met
+
+
+def table(folders: list[Path]) -> list[dict]:
+    """One row per sensor over the runs (sorted by seed); every run must hold the same sensors."""
+    runs = sorted((read_run(Path(f)) for f in folders), key=lambda r: r[0])
+    seeds = [s for s, _, _ in runs]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"two runs of the same seed ({seeds}): each seed's held-out fingers count once")
+    sensors = list(runs[0][1])
+    for s, cmp, _ in runs:
+        if list(cmp) != sensors:
+            raise ValueError(f"seed {s} holds sensors {list(cmp)}, seed {seeds[0]} holds {sensors}")
+    per = "/".join(str(s) for s in seeds)
+    rows = []
+    for c in sensors:
+        deep = [100 * float(cmp[c]["deep_eer"]) for _, cmp, _ in runs]
+        classical = [100 * float(cmp[c]["classical_eer"]) for _, cmp, _ in runs]
+        mean, lo, hi = ci95([d - k for d, k in zip(deep, classical, strict=True)])
+        held = [met[c] for _, _, met in runs]
+        rows.append({
+            "sensor": c,
+            "classical subset, pairs per seed (genuine)": " / ".join(f"{cmp[c]['pairs']} ({cmp[c]['genuine']})"
+                                                                   for _, cmp, _ in runs),
+            f"deep EER %, seeds {per}": " / ".join(f"{d:.1f}" for d in deep),
+            "classical EER %": " / ".join(f"{k:.1f}" for k in classical),
+            "at or below": " / ".join("yes" if d <= k else "no" for d, k in zip(deep, classical, strict=True)),
+            "deep − classical, points [95 % CI]": (f"{mean:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(runs) > 1
+                                                   else f"{mean:+.1f} (one seed)"),
+            "all held-out pairs (genuine / impostor)": " / ".join(f"{int(m['n_genuine'])} / {int(m['n_impostor'])}"
+                                                                 for m in held),
+            "deep EER % (FNMR@FMR1 %), all pairs": " / ".join(f"{100 * float(m['eer']):.1f} "
+                                                               f"({100 * float(m['fmr100']):.1f})" for m in held),
+        })
+    return rows
+
+
+def summary(rows: list[dict]) -> str:
+    """Per seed, on how many sensors the deep verifier is at or below the classical matcher, and on how many it is
+    on every seed, e.g. "at or below it on 5 / 3 / 4 of 5 sensors (seeds 0 / 1 / 2); on every seed: 3 of 5"."""
+    verdicts = [r["at or below"].split(" / ") for r in rows]
+    seeds = next(k for k in rows[0] if k.startswith("deep EER %, seeds ")).removeprefix("deep EER %, seeds ")
+    per_seed = [sum(v[i] == "yes" for v in verdicts) for i in range(len(verdicts[0]))]
+    every = sum(all(x == "yes" for x in v) for v in verdicts)
+    return (f"at or below it on {' / '.join(map(str, per_seed))} of {len(rows)} sensors (seeds "
+            f"{seeds.replace('/', ' / ')}); on every seed: {every} of {len(rows)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="+", help="train run folders, one per seed, each with --classical-pairs")
+    ap.add_argument("--out", default=None, help="also write the table to this Markdown file")
+    args = ap.parse_args(argv)
+    try:
+        rows = table([Path(f) for f in args.runs])
+    except (FileNotFoundError, ValueError, KeyError) as e:
+        print(f"classical_over_seeds: error: {e}", file=sys.stderr)
+        return 2
+    text = (f"Deep verifier vs the classical matcher on its own pairs, per sensor: {summary(rows)}.\n\n"
+            f"Command: `python bench/classical_over_seeds.py {' '.join(args.runs)}`\n\n"
+            + markdown_table(rows) + "\n")
+    print(text)
+    if args.out:
+        write_text(args.out, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
