@@ -40,6 +40,12 @@ def read_run(folder: Path) -> tuple[int, dict[str, dict], dict[str, dict]]:
     return seed, cmp, met
 
 
+def _counts(per_seed) -> str:
+    """Pair counts of every seed: one figure where all seeds have the same, else each seed's, "; "-separated."""
+    per_seed = list(per_seed)
+    return per_seed[0] if len(set(per_seed)) == 1 else "; ".join(per_seed)
+
+
 def table(folders: list[Path]) -> list[dict]:
     """One row per sensor over the runs (sorted by seed); every run must hold the same sensors."""
     runs = sorted((read_run(Path(f)) for f in folders), key=lambda r: r[0])
@@ -59,15 +65,15 @@ def table(folders: list[Path]) -> list[dict]:
         held = [met[c] for _, _, met in runs]
         rows.append({
             "sensor": c,
-            "classical subset, pairs per seed (genuine)": " / ".join(f"{cmp[c]['pairs']} ({cmp[c]['genuine']})"
-                                                                   for _, cmp, _ in runs),
+            "classical subset, pairs per seed (genuine)": _counts(f"{cmp[c]['pairs']} ({cmp[c]['genuine']})"
+                                                                  for _, cmp, _ in runs),
             f"deep EER %, seeds {per}": " / ".join(f"{d:.1f}" for d in deep),
             "classical EER %": " / ".join(f"{k:.1f}" for k in classical),
             "at or below": " / ".join("yes" if d <= k else "no" for d, k in zip(deep, classical, strict=True)),
             "deep − classical, points [95 % CI]": (f"{mean:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(runs) > 1
                                                    else f"{mean:+.1f} (one seed)"),
-            "all held-out pairs (genuine / impostor)": " / ".join(f"{int(m['n_genuine'])} / {int(m['n_impostor'])}"
-                                                                 for m in held),
+            "all held-out pairs (genuine / impostor)": _counts(f"{int(m['n_genuine'])} / {int(m['n_impostor']):,}"
+                                                               for m in held),
             "deep EER % (FNMR@FMR1 %), all pairs": " / ".join(f"{100 * float(m['eer']):.1f} "
                                                                f"({100 * float(m['fmr100']):.1f})" for m in held),
         })
