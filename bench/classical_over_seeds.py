@@ -5,7 +5,8 @@ Issue 22 §2, target 2: on each sensor's held-out fingers, is the deep verifier 
 (``[run] seed`` 0, 1, 2, ...: other held-out fingers each) trained with ``--classical-pairs N``; its
 ``classical_comparison.csv`` holds both EERs on the classical matcher's subset of every sensor's test pairs, its
 ``metrics.json`` the deep EER / FNMR@FMR1 % on all of them. Per sensor: the deep and classical EER per seed, whether
-the deep one is at or below it on each seed, and deep − classical paired by seed (Student-t 95 %).
+the deep one is at or below it on each seed, and deep − classical paired by seed (Student-t 95 %); beside them the
+label-free rank fusion of the two scores (``models.metrics.rank_fusion``), never instead of the deep score.
 
     python bench/classical_over_seeds.py runs/pooled-s0 runs/pooled-s1 runs/pooled-s2 [--out FILE.md]
 """
@@ -72,6 +73,8 @@ def table(folders: list[Path]) -> list[dict]:
             "at or below": " / ".join("yes" if d <= k else "no" for d, k in zip(deep, classical, strict=True)),
             "deep − classical, points [95 % CI]": (f"{mean:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(runs) > 1
                                                    else f"{mean:+.1f} (one seed)"),
+            "fused EER % (beside, never instead)": " / ".join(f"{100 * float(cmp[c]['fused_eer']):.1f}"
+                                                              for _, cmp, _ in runs),
             "all held-out pairs (genuine / impostor)": _counts(f"{int(m['n_genuine'])} / {int(m['n_impostor']):,}"
                                                                for m in held),
             "deep EER % (FNMR@FMR1 %), all pairs": " / ".join(f"{100 * float(m['eer']):.1f} "

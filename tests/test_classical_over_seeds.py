@@ -15,11 +15,11 @@ def _run(tmp_path, seed: int, eers: dict[str, tuple[float, float]]):
     folder = tmp_path / f"s{seed}"
     folder.mkdir()
     with open(folder / "classical_comparison.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, ["model", "client", "pairs", "genuine", "deep_eer", "classical_eer"])
+        w = csv.DictWriter(f, ["model", "client", "pairs", "genuine", "deep_eer", "classical_eer", "fused_eer"])
         w.writeheader()
         for c, (d, k) in eers.items():
             w.writerow({"model": "centralized", "client": c, "pairs": 400, "genuine": 200, "deep_eer": d,
-                        "classical_eer": k})
+                        "classical_eer": k, "fused_eer": min(d, k)})
     per = [{"client": c, "eer": d, "fmr100": 2 * d, "n_genuine": 600, "n_impostor": 10000}
            for c, (d, _) in eers.items()]
     (folder / "metrics.json").write_text(json.dumps({"per_client": per}))
@@ -37,6 +37,7 @@ def test_per_sensor_rows_pair_deep_and_classical_by_seed(tmp_path):
     # -2 points on both seeds: the paired interval is exactly -2
     assert rows["a"]["deep − classical, points [95 % CI]"] == "-2.0 [-2.0, -2.0]"
     assert rows["b"]["at or below"] == "yes / no"  # a tie counts as at or below
+    assert rows["b"]["fused EER % (beside, never instead)"] == "1.0 / 1.0"
     assert rows["a"]["deep EER % (FNMR@FMR1 %), all pairs"] == "3.0 (6.0) / 6.0 (12.0)"
     assert rows["a"]["all held-out pairs (genuine / impostor)"] == "600 / 10,000"  # the same on both seeds: once
     assert summary(list(rows.values())) == "at or below it on 2 / 1 of 2 sensors (seeds 0 / 1); on every seed: 1 of 2"
