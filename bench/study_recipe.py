@@ -62,7 +62,8 @@ def _screen(what: str, *, train: dict | None = None, model: dict | None = None, 
 
 
 def _on_supcon(what: str, model: dict | None = None, base: str = "fcj_rr128_supcon_t005_e40", **train) -> dict:
-    """A screening lever stacked on SupCon τ 0.05 (``fcj_rr128_supcon_t005_e40``), paired with that variant."""
+    """A screening lever stacked on a SupCon τ 0.05 screening variant ``base`` (by default
+    ``fcj_rr128_supcon_t005_e40``), paired with it."""
     return _screen(f"{base} with {what}", train={"loss": "supcon", "temperature": 0.05, **train},
                    model=model, base=base)
 
