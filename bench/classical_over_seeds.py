@@ -18,6 +18,7 @@ import csv
 import json
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -27,8 +28,17 @@ from fedprint_config.rundir import markdown_table  # noqa: E402
 from lab.multi_seed import ci95  # noqa: E402
 
 
-def read_run(folder: Path) -> tuple[int, dict[str, dict], dict[str, dict]]:
-    """(seed, sensor -> classical_comparison row, sensor -> metrics.json row) of one train run folder."""
+class Run(NamedTuple):
+    """One seed's train run: its seed, experiment name, sensor -> classical_comparison row, sensor -> metrics row."""
+
+    seed: int
+    name: str
+    comparison: dict[str, dict]
+    metrics: dict[str, dict]
+
+
+def read_run(folder: Path) -> Run:
+    """The figures of one ``fedprint train --classical-pairs`` run folder."""
     need = [folder / n for n in ("classical_comparison.csv", "metrics.json", "config.json")]
     missing = [p.name for p in need if not p.is_file()]
     if missing:
@@ -37,8 +47,26 @@ def read_run(folder: Path) -> tuple[int, dict[str, dict], dict[str, dict]]:
     with open(need[0], newline="") as f:
         cmp = {r["client"]: r for r in csv.DictReader(f)}
     met = {r["client"]: r for r in json.loads(need[1].read_text())["per_client"]}
-    seed = int(json.loads(need[2].read_text())["run"]["seed"])
-    return seed, cmp, met
+    run = json.loads(need[2].read_text())["run"]
+    return Run(int(run["seed"]), str(run["name"]), cmp, met)
+
+
+def load_runs(folders: list[Path]) -> list[Run]:
+    """The runs sorted by seed; refuses two runs of one seed and runs holding different sensors."""
+    runs = sorted((read_run(Path(f)) for f in folders), key=lambda r: r.seed)
+    seeds = [r.seed for r in runs]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"two runs of the same seed ({seeds}): each seed's held-out fingers count once")
+    for r in runs:
+        if list(r.comparison) != list(runs[0].comparison):
+            raise ValueError(f"seed {r.seed} holds sensors {list(r.comparison)}, seed {seeds[0]} holds "
+                             f"{list(runs[0].comparison)}")
+    return runs
+
+
+def _eers(runs: list[Run], sensor: str, key: str) -> list[float]:
+    """``key`` ("deep_eer", "classical_eer", "fused_eer") of one sensor on the classical subset, per seed, in %."""
+    return [100 * float(r.comparison[sensor][key]) for r in runs]
 
 
 def _counts(per_seed) -> str:
@@ -47,34 +75,24 @@ def _counts(per_seed) -> str:
     return per_seed[0] if len(set(per_seed)) == 1 else "; ".join(per_seed)
 
 
-def table(folders: list[Path]) -> list[dict]:
-    """One row per sensor over the runs (sorted by seed); every run must hold the same sensors."""
-    runs = sorted((read_run(Path(f)) for f in folders), key=lambda r: r[0])
-    seeds = [s for s, _, _ in runs]
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"two runs of the same seed ({seeds}): each seed's held-out fingers count once")
-    sensors = list(runs[0][1])
-    for s, cmp, _ in runs:
-        if list(cmp) != sensors:
-            raise ValueError(f"seed {s} holds sensors {list(cmp)}, seed {seeds[0]} holds {sensors}")
-    per = "/".join(str(s) for s in seeds)
+def table(runs: list[Run]) -> list[dict]:
+    """One row per sensor over the runs of :func:`load_runs`."""
+    per = "/".join(str(r.seed) for r in runs)
     rows = []
-    for c in sensors:
-        deep = [100 * float(cmp[c]["deep_eer"]) for _, cmp, _ in runs]
-        classical = [100 * float(cmp[c]["classical_eer"]) for _, cmp, _ in runs]
+    for c in runs[0].comparison:
+        deep, classical = _eers(runs, c, "deep_eer"), _eers(runs, c, "classical_eer")
         mean, lo, hi = ci95([d - k for d, k in zip(deep, classical, strict=True)])
-        held = [met[c] for _, _, met in runs]
+        held = [r.metrics[c] for r in runs]
         rows.append({
             "sensor": c,
-            "classical subset, pairs per seed (genuine)": _counts(f"{cmp[c]['pairs']} ({cmp[c]['genuine']})"
-                                                                  for _, cmp, _ in runs),
+            "classical subset, pairs per seed (genuine)": _counts(f"{r.comparison[c]['pairs']} "
+                                                                  f"({r.comparison[c]['genuine']})" for r in runs),
             f"deep EER %, seeds {per}": " / ".join(f"{d:.1f}" for d in deep),
             "classical EER %": " / ".join(f"{k:.1f}" for k in classical),
             "at or below": " / ".join("yes" if d <= k else "no" for d, k in zip(deep, classical, strict=True)),
             "deep − classical, points [95 % CI]": (f"{mean:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(runs) > 1
                                                    else f"{mean:+.1f} (one seed)"),
-            "fused EER % (beside, never instead)": " / ".join(f"{100 * float(cmp[c]['fused_eer']):.1f}"
-                                                              for _, cmp, _ in runs),
+            "fused EER % (beside, never instead)": " / ".join(f"{f:.1f}" for f in _eers(runs, c, "fused_eer")),
             "all held-out pairs (genuine / impostor)": _counts(f"{int(m['n_genuine'])} / {int(m['n_impostor']):,}"
                                                                for m in held),
             "deep EER % (FNMR@FMR1 %), all pairs": " / ".join(f"{100 * float(m['eer']):.1f} "
@@ -83,16 +101,17 @@ def table(folders: list[Path]) -> list[dict]:
     return rows
 
 
-def summary(rows: list[dict]) -> str:
+def summary(runs: list[Run]) -> str:
     """Per seed, on how many sensors the deep verifier is at or below the classical matcher, and on how many it is
     on every seed, e.g. "at or below the classical matcher on 5 / 3 / 4 of 5 sensors (seeds 0 / 1 / 2); on every
     seed: 3 of 5"."""
-    verdicts = [r["at or below"].split(" / ") for r in rows]
-    seeds = next(k for k in rows[0] if k.startswith("deep EER %, seeds ")).removeprefix("deep EER %, seeds ")
-    per_seed = [sum(v[i] == "yes" for v in verdicts) for i in range(len(verdicts[0]))]
-    every = sum(all(x == "yes" for x in v) for v in verdicts)
-    return (f"at or below the classical matcher on {' / '.join(map(str, per_seed))} of {len(rows)} sensors (seeds "
-            f"{seeds.replace('/', ' / ')}); on every seed: {every} of {len(rows)}")
+    sensors = list(runs[0].comparison)
+    below = [[d <= k for d, k in zip(_eers(runs, c, "deep_eer"), _eers(runs, c, "classical_eer"), strict=True)]
+             for c in sensors]
+    per_seed = [sum(b[i] for b in below) for i in range(len(runs))]
+    return (f"at or below the classical matcher on {' / '.join(map(str, per_seed))} of {len(sensors)} sensors "
+            f"(seeds {' / '.join(str(r.seed) for r in runs)}); on every seed: {sum(map(all, below))} of "
+            f"{len(sensors)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,17 +120,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="also write the table to this Markdown file")
     args = ap.parse_args(argv)
     try:
-        rows = table([Path(f) for f in args.runs])
+        runs = load_runs([Path(f) for f in args.runs])
+        rows = table(runs)
     except (FileNotFoundError, ValueError, KeyError) as e:
         print(f"classical_over_seeds: error: {e}", file=sys.stderr)
         return 2
-    name = json.loads((Path(args.runs[0]) / "config.json").read_text())["run"]["name"]
-    text = (f"# {name}: the deep verifier vs the classical matcher, per sensor and seed\n\n"
+    text = (f"# {runs[0].name}: the deep verifier vs the classical matcher, per sensor and seed\n\n"
             "Each seed holds out other fingers of every sensor. EERs in %. The classical matcher (afis Gabor minutiae "
             "+ Bozorth3) and the deep verifier are scored on the same random subset of each sensor's held-out pairs "
             "(`--classical-pairs`); the last two columns are the deep verifier on all held-out pairs. Fused: the "
             "label-free rank fusion of both scores, beside the deep score, never instead of it. Generated by "
-            f"`bench/classical_over_seeds.py`.\n\nDeep verifier {summary(rows)}.\n\n"
+            f"`bench/classical_over_seeds.py`.\n\nDeep verifier {summary(runs)}.\n\n"
             f"Command: `python bench/classical_over_seeds.py {' '.join(args.runs)}`\n\n"
             + markdown_table(rows) + "\n")
     print(text)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bench.classical_over_seeds import main, summary, table
+from bench.classical_over_seeds import load_runs, main, summary, table
 
 
 def _run(tmp_path, seed: int, eers: dict[str, tuple[float, float]]):
@@ -31,7 +31,8 @@ def test_per_sensor_rows_pair_deep_and_classical_by_seed(tmp_path):
     # given out of seed order: rows follow the seeds
     f = [_run(tmp_path, 1, {"a": (0.06, 0.08), "b": (0.02, 0.01)}),
          _run(tmp_path, 0, {"a": (0.03, 0.05), "b": (0.01, 0.01)})]
-    rows = {r["sensor"]: r for r in table(f)}
+    runs = load_runs(f)
+    rows = {r["sensor"]: r for r in table(runs)}
     assert rows["a"]["deep EER %, seeds 0/1"] == "3.0 / 6.0"
     assert rows["a"]["classical EER %"] == "5.0 / 8.0"
     # -2 points on both seeds: the paired interval is exactly -2
@@ -40,8 +41,8 @@ def test_per_sensor_rows_pair_deep_and_classical_by_seed(tmp_path):
     assert rows["b"]["fused EER % (beside, never instead)"] == "1.0 / 1.0"
     assert rows["a"]["deep EER % (FNMR@FMR1 %), all pairs"] == "3.0 (6.0) / 6.0 (12.0)"
     assert rows["a"]["all held-out pairs (genuine / impostor)"] == "600 / 10,000"  # the same on both seeds: once
-    assert summary(list(rows.values())) == ("at or below the classical matcher on 2 / 1 of 2 sensors (seeds 0 / 1); "
-                                            "on every seed: 1 of 2")
+    assert summary(runs) == ("at or below the classical matcher on 2 / 1 of 2 sensors (seeds 0 / 1); "
+                             "on every seed: 1 of 2")
 
 
 def test_bad_inputs_are_named(tmp_path, capsys):
@@ -49,7 +50,7 @@ def test_bad_inputs_are_named(tmp_path, capsys):
     assert "classical_comparison.csv" in capsys.readouterr().err
     a = _run(tmp_path, 0, {"a": (0.1, 0.1)})
     with pytest.raises(ValueError, match="same seed"):
-        table([a, a])
+        load_runs([a, a])
     b = _run(tmp_path, 1, {"z": (0.1, 0.1)})
     with pytest.raises(ValueError, match="holds sensors"):
-        table([a, b])
+        load_runs([a, b])
