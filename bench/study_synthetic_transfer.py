@@ -2,12 +2,12 @@
 -> docs/synthetic_transfer.md.
 
 The shipped model is trained on synthetic prints only (``experiments/pretrain_synthetic.toml``) and must keep that
-property. Each variant here is that exact recipe with one augmentation lever changed; it never sees a real print.
-Every model is scored on ALL pairs of every real set (:func:`bench.study_dense_match.score_transfer`): the
-embedding score, the dense match, and both fused with the calibration the training run stored from its own
-synthetic validation pairs. Variants are repeated over training seeds (``[run] seed``: split of the synthetic
-fingers, batch order, augmentation; the synthetic prints themselves stay those of generator seed 1000), and each
-lever is compared with the baseline of the same seed (paired).
+property. Each variant here is that exact recipe with one lever (augmentation, loss, input size, pooling) changed;
+it never sees a real print. Every model is scored on ALL pairs of every real set
+(:func:`bench.study_dense_match.score_transfer`): the embedding score, the dense match, and both fused with the
+calibration the training run stored from its own synthetic validation pairs. Variants are repeated over training
+seeds (``[run] seed``: split of the synthetic fingers, batch order, augmentation; the synthetic prints themselves
+stay those of generator seed 1000), and each lever is compared with the baseline of the same seed (paired).
 
     python bench/study_synthetic_transfer.py                       # every variant x seeds 1000, 1001 (~15 min each)
     python bench/study_synthetic_transfer.py --only texture --seeds 1000,1001,1002
@@ -24,6 +24,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -33,18 +34,34 @@ from bench.study_recipe import train_timed  # noqa: E402
 
 #: The shipped model's recipe; every variant starts from its text.
 BASE_TOML = ROOT / "experiments" / "pretrain_synthetic.toml"
-#: name -> (what it changes, [train] keys added to the shipped recipe).
-VARIANTS: dict[str, tuple[str, dict]] = {
-    "baseline": ("the shipped recipe (placement, plastic distortion, contrast / dryness, partial contact)", {}),
-    "texture": ("+ sensor texture (pores, broken ridges, uneven width, creases, blur, ink response; strength 1) and "
-                "scale jitter ±20 % instead of ±5 %", {"texture": 1.0, "scale_jitter": 0.2}),
-    "texture_only": ("+ sensor texture (strength 1), scale jitter unchanged (±5 %)", {"texture": 1.0}),
-    "scale_only": ("scale jitter ±20 % (synthetic ridge periods 4.5-5.2 px at 250 dpi vs 4.2-5.0 px on the real "
-                   "sets), no texture", {"scale_jitter": 0.2}),
-    "minutiae": ("+ DeepPrint's minutiae-map branch (weight 1, on the block-3 map; targets from the minutiae "
-                 "extractor on each input)", {"minutiae_weight": 1.0, "minutiae_layer": "middle"}),
-    "supcon": ("the supervised contrastive loss (Khosla et al. 2020, temperature 0.1) instead of Eq. 1",
-               {"loss": "supcon"}),
+
+
+class Variant(NamedTuple):
+    """What a variant changes, the ``[train]`` keys it adds to the shipped recipe and the ``[model]`` keys it
+    sets."""
+
+    what: str
+    train: dict
+    model: dict = {}
+
+
+#: name -> the variant.
+VARIANTS: dict[str, Variant] = {
+    "baseline": Variant("the shipped recipe (placement, plastic distortion, contrast / dryness, partial contact)", {}),
+    "texture": Variant("+ sensor texture (pores, broken ridges, uneven width, creases, blur, ink response; strength "
+                       "1) and scale jitter ±20 % instead of ±5 %", {"texture": 1.0, "scale_jitter": 0.2}),
+    "texture_only": Variant("+ sensor texture (strength 1), scale jitter unchanged (±5 %)", {"texture": 1.0}),
+    "scale_only": Variant("scale jitter ±20 % (synthetic ridge periods 4.5-5.2 px at 250 dpi vs 4.2-5.0 px on the "
+                          "real sets), no texture", {"scale_jitter": 0.2}),
+    "minutiae": Variant("+ DeepPrint's minutiae-map branch (weight 1, on the block-3 map; targets from the minutiae "
+                        "extractor on each input)", {"minutiae_weight": 1.0, "minutiae_layer": "middle"}),
+    "supcon": Variant("the supervised contrastive loss (Khosla et al. 2020, temperature 0.1) instead of Eq. 1",
+                      {"loss": "supcon"}),
+    "input160": Variant("a 160 px input instead of 128 px (at 250 dpi: 16 x 16 mm instead of 13 x 13 mm of the "
+                        "print)", {}, {"input_size": 160}),
+    "whole_print": Variant("a 192 px input instead of 128 px (19.5 x 19.5 mm at 250 dpi: a whole plain print of "
+                           "the FVC / FCJ sensors)", {}, {"input_size": 192}),
+    "gem": Variant("generalised-mean (GeM) pooling instead of average pooling", {}, {"pooling": "gem"}),
 }
 BASELINE = "baseline"
 #: Score columns of study_dense_match.score_transfer, and their names here.
@@ -60,8 +77,8 @@ def folder_name(variant: str, seed: int) -> str:
 
 
 def variant_toml(variant: str, seed: int) -> str:
-    """The shipped recipe with ``[run]`` renamed / reseeded, the synthetic cache in the project's, and the
-    variant's ``[train]`` keys appended (``[train]`` is the file's last table)."""
+    """The shipped recipe with ``[run]`` renamed / reseeded, the synthetic cache in the project's, the variant's
+    ``[model]`` keys set and its ``[train]`` keys appended (``[train]`` is the file's last table)."""
     text = BASE_TOML.read_text()
     head = 'name = "pretrain_synthetic"\nseed = 1000'
     if head not in text or not text.rstrip().split("\n[")[-1].startswith("train]"):
@@ -69,8 +86,25 @@ def variant_toml(variant: str, seed: int) -> str:
     cache = (ROOT / "runs" / ".cache" / "synth").as_posix()
     text = text.replace(head, f'name = "{folder_name(variant, seed)}"\nseed = {seed}')
     text = text.replace("impressions = 8\nseed = 1000\n", f'impressions = 8\nseed = 1000\ncache = "{cache}"\n')
-    extra = "".join(f"{k} = {v!r}\n" for k, v in VARIANTS[variant][1].items())
-    return f"# {VARIANTS[variant][0]} (bench/study_synthetic_transfer.py)\n" + text.rstrip() + "\n" + extra
+    v = VARIANTS[variant]
+    text = _set_model_keys(text, v.model)
+    extra = "".join(f"{k} = {x!r}\n" for k, x in v.train.items())
+    return f"# {v.what} (bench/study_synthetic_transfer.py)\n" + text.rstrip() + "\n" + extra
+
+
+def _set_model_keys(text: str, keys: dict) -> str:
+    """``text`` with each of ``keys`` set in its ``[model]`` table (a line replaced, or added after the header)."""
+    head = "\n[model]\n"
+    start = text.index(head) + len(head)
+    end = text.find("\n[", start)
+    lines = text[start:end].split("\n")
+    for k, x in keys.items():
+        hit = [i for i, ln in enumerate(lines) if ln.startswith(f"{k} =")]
+        if hit:
+            lines[hit[0]] = f"{k} = {x!r}"
+        else:
+            lines.insert(0, f"{k} = {x!r}")
+    return text[:start] + "\n".join(lines) + text[end:]
 
 
 def run_variant(variant: str, seed: int, runs: Path) -> Path:
@@ -141,7 +175,8 @@ def render(results: dict[tuple[str, int], dict], pairs: dict[str, tuple[int, int
         lines.append("")
     lines += ["## Each lever minus the baseline of the same seed (mean EER over the sets, points)", "",
               "| variant | lever | score | seeds | per seed | mean [95 % CI] |", "|---|---|---|---|---|---|"]
-    for variant, (what, _) in VARIANTS.items():
+    for variant, v in VARIANTS.items():
+        what = v.what
         if variant == BASELINE:
             continue
         for score_name in SCORES.values():

@@ -12,14 +12,16 @@ from bench.study_synthetic_transfer import BASE_TOML, VARIANTS, render, summaris
 
 def test_variant_toml_is_the_shipped_recipe_plus_the_lever():
     base = tomllib.loads(BASE_TOML.read_text())
-    for name, (_, keys) in VARIANTS.items():
+    for name, v in VARIANTS.items():
         cfg = tomllib.loads(variant_toml(name, 1001))
         assert cfg["run"] == {"name": f"{name}-s1001", "seed": 1001}
-        assert cfg["train"] == {**base["train"], **keys}
-        strip = lambda d: {k: v for k, v in d.items() if k != "sources"}  # noqa: E731
-        assert cfg["model"] == base["model"] and strip(cfg["data"]) == strip(base["data"])
+        assert cfg["train"] == {**base["train"], **v.train}
+        strip = lambda d: {k: x for k, x in d.items() if k != "sources"}  # noqa: E731
+        assert cfg["model"] == {**base["model"], **v.model} and strip(cfg["data"]) == strip(base["data"])
         assert [s["profile"] for s in cfg["data"]["sources"]] == [s["profile"] for s in base["data"]["sources"]]
         assert all(s["seed"] == 1000 and s["cache"].endswith("runs/.cache/synth") for s in cfg["data"]["sources"])
+    assert tomllib.loads(variant_toml("whole_print", 1000))["model"]["input_size"] == 192  # replaced, not added
+    assert tomllib.loads(variant_toml("gem", 1000))["model"]["pooling"] == "gem"  # added to [model]
 
 
 def _rows(eers: dict[str, float], fused: float | None = None) -> list[dict]:
