@@ -25,6 +25,7 @@ Contents (``FORMAT`` = ``"fedprint-model/1"``):
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import io
 import json
@@ -183,6 +184,25 @@ def with_score_fusion_bytes(path: str | Path, score_fusion: dict) -> bytes:
     load_model(path)  # validates the file
     payload = torch.load(Path(path), map_location="cpu", weights_only=True)
     payload["score_fusion"] = dict(score_fusion)
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    return buf.getvalue()
+
+
+def with_input_size_bytes(path: str | Path, size: int) -> bytes:
+    """The model file ``path`` scoring ``size`` x ``size`` px inputs instead of its trained size; weights,
+    threshold and the rest of the input pipeline (resolution, crop, normalisation) are kept.
+
+    Every encoder here pools its last feature map globally, so it embeds any input size; what the new size changes
+    is how much of the print the input covers (at 250 dpi, 128 px is 13 mm). The stored threshold and score fusion
+    were chosen at the trained size and are not re-fitted. ``provenance`` gains ``input_size_from`` (the trained
+    size) so the file says it was resized.
+    """
+    model = load_model(path)  # validates the file
+    spec = dataclasses.replace(model.spec, size=int(size))  # validates the size
+    payload = torch.load(Path(path), map_location="cpu", weights_only=True)
+    payload["input_pipeline"] = describe(spec)
+    payload["provenance"] = {**dict(payload.get("provenance") or {}), "input_size_from": int(model.spec.size)}
     buf = io.BytesIO()
     torch.save(payload, buf)
     return buf.getvalue()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.model_file import FORMAT, load_model, model_bytes, weighted_threshold
+from models.model_file import FORMAT, load_model, model_bytes, weighted_threshold, with_input_size_bytes
 from models.preprocess import InputSpec
 from models.siamese import build_encoder
 
@@ -23,6 +23,23 @@ def test_round_trip_keeps_weights_pipeline_threshold_and_provenance(tmp_path):
     assert m.meta["provenance"]["git"]["commit"] == "abc"
     x = torch.randn(2, 1, 64, 64)
     assert torch.allclose(m.encoder(x), net.eval()(x))
+
+
+def test_with_input_size_changes_only_the_input_size(tmp_path):
+    torch.manual_seed(0)
+    net = build_encoder("compact", 16, width=8)
+    spec = InputSpec(size=64, crop="print", dpi=300.0, normalization="ridge")
+    path = tmp_path / "m.pt"
+    path.write_bytes(model_bytes(net, encoder_name="compact", embedding_dim=16, encoder_kwargs={"width": 8},
+                                 spec=spec, threshold=0.7, provenance={"git": {"commit": "abc"}}))
+    (tmp_path / "r.pt").write_bytes(with_input_size_bytes(path, 96))
+    m = load_model(tmp_path / "r.pt")
+    assert m.spec == InputSpec(size=96, crop="print", dpi=300.0, normalization="ridge") and m.threshold == 0.7
+    assert m.meta["provenance"] == {"git": {"commit": "abc"}, "input_size_from": 64}
+    x = torch.randn(2, 1, 96, 96)
+    assert m.encoder(x).shape == (2, 16) and torch.allclose(m.encoder(x), net.eval()(x))
+    with pytest.raises(ValueError, match="InputSpec.size"):
+        with_input_size_bytes(path, 4)
 
 
 def test_errors_name_the_file(tmp_path):

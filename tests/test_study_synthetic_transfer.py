@@ -7,7 +7,16 @@ import tomllib
 
 import pytest
 
-from bench.study_synthetic_transfer import BASE_TOML, VARIANTS, render, summarise, variant_toml
+from bench.study_synthetic_transfer import (
+    BASE_TOML,
+    VARIANTS,
+    describe,
+    main,
+    render,
+    scored_at,
+    summarise,
+    variant_toml,
+)
 
 
 def test_variant_toml_is_the_shipped_recipe_plus_the_lever():
@@ -41,3 +50,17 @@ def test_summary_and_paired_differences():
     doc = render(results, {"a": (200, 2000), "b": (200, 2000)}, {}, "python bench/study_synthetic_transfer.py")
     assert "| texture |" in doc and "-3.0, -2.0" in doc and "-2.5 [" in doc
     assert "a 200 / 2,000" in doc and "tiny" not in doc
+
+
+def test_a_model_scored_at_another_size_is_paired_with_the_baseline():
+    base = {1000: summarise(_rows({"a": 0.20, "b": 0.10}))}
+    big = {1000: summarise(_rows({"a": 0.18, "b": 0.09}))}
+    results = {("baseline", 1000): base[1000], (scored_at("baseline", 160), 1000): big[1000]}
+    doc = render(results, {"a": (200, 2000), "b": (200, 2000)}, {}, "cmd")
+    assert "| baseline@160 | scored with 160 px inputs (trained at 128 px) | embedding | 1 | -1.5 |" in doc
+    assert describe("whole_print@160").endswith("; scored with 160 px inputs (trained at 192 px)")
+
+
+def test_bad_test_sizes_are_named(tmp_path, capsys):
+    assert main(["--real-samples", str(tmp_path), "--test-sizes", "160,x", "--no-train"]) == 2
+    assert "--test-sizes: expected comma-separated input sizes" in capsys.readouterr().err
