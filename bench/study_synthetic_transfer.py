@@ -12,6 +12,7 @@ stay those of generator seed 1000), and each lever is compared with the baseline
     python bench/study_synthetic_transfer.py                       # every variant x seeds 1000, 1001 (~15 min each)
     python bench/study_synthetic_transfer.py --only texture --seeds 1000,1001,1002
     python bench/study_synthetic_transfer.py --no-train            # the doc from existing run folders
+    python bench/study_synthetic_transfer.py --only gem --test-sizes 144,160   # each model also scored at 144, 160 px
 
 Run folders: ``<runs>/<variant>-s<seed>/`` with the TOML beside them. Real sets: ``--real-samples DIR`` or
 ``$FEDPRINT_REAL_SAMPLES`` (default ``../shared/data/real``).
@@ -208,9 +209,9 @@ def render(results: dict[tuple[str, int], dict], pairs: dict[str, tuple[int, int
     lines += ["## Each lever minus the baseline of the same seed (mean EER over the sets, points)", "",
               "| variant | lever | score | seeds | per seed | mean [95 % CI] |", "|---|---|---|---|---|---|"]
     for variant in dict.fromkeys(v for v, _ in results):
-        what = describe(variant)
         if variant == BASELINE:
             continue
+        what = describe(variant)
         for score_name in SCORES.values():
             diffs = [100 * (results[(variant, seed)][score_name]["mean"]
                             - results[(BASELINE, seed)][score_name]["mean"])

@@ -169,10 +169,15 @@ def recalibrated_bytes(path: str | Path, threshold: float, threshold_source: str
     model = load_model(path)  # validates the file
     if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not math.isfinite(threshold):
         raise ValueError(f"threshold: expected a finite distance, got {threshold!r}")
+    return _rewritten(path, {"threshold": float(threshold), "threshold_source": str(threshold_source),
+                             "calibration": {**dict(calibration), "previous_threshold": model.threshold,
+                                             "previous_source": model.threshold_source}})
+
+
+def _rewritten(path: str | Path, changes: dict) -> bytes:
+    """The bytes of the (already validated) model file ``path`` with its top-level ``changes`` applied."""
     payload = torch.load(Path(path), map_location="cpu", weights_only=True)
-    payload.update({"threshold": float(threshold), "threshold_source": str(threshold_source),
-                    "calibration": {**dict(calibration), "previous_threshold": model.threshold,
-                                    "previous_source": model.threshold_source}})
+    payload.update(changes)
     buf = io.BytesIO()
     torch.save(payload, buf)
     return buf.getvalue()
@@ -182,11 +187,7 @@ def with_score_fusion_bytes(path: str | Path, score_fusion: dict) -> bytes:
     """The model file ``path`` with a new ``score_fusion`` calibration (:mod:`models.dense_match`); everything
     else, the embedding threshold included, is kept as it was."""
     load_model(path)  # validates the file
-    payload = torch.load(Path(path), map_location="cpu", weights_only=True)
-    payload["score_fusion"] = dict(score_fusion)
-    buf = io.BytesIO()
-    torch.save(payload, buf)
-    return buf.getvalue()
+    return _rewritten(path, {"score_fusion": dict(score_fusion)})
 
 
 def with_input_size_bytes(path: str | Path, size: int) -> bytes:
@@ -200,12 +201,8 @@ def with_input_size_bytes(path: str | Path, size: int) -> bytes:
     """
     model = load_model(path)  # validates the file
     spec = dataclasses.replace(model.spec, size=int(size))  # validates the size
-    payload = torch.load(Path(path), map_location="cpu", weights_only=True)
-    payload["input_pipeline"] = describe(spec)
-    payload["provenance"] = {**dict(payload.get("provenance") or {}), "input_size_from": int(model.spec.size)}
-    buf = io.BytesIO()
-    torch.save(payload, buf)
-    return buf.getvalue()
+    provenance = {**dict(model.meta.get("provenance") or {}), "input_size_from": int(model.spec.size)}
+    return _rewritten(path, {"input_pipeline": describe(spec), "provenance": provenance})
 
 
 def load_model(path: str | Path) -> VerifierModel:
