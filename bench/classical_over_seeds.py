@@ -69,6 +69,12 @@ def _eers(runs: list[Run], sensor: str, key: str) -> list[float]:
     return [100 * float(r.comparison[sensor][key]) for r in runs]
 
 
+def _at_or_below(runs: list[Run], sensor: str) -> list[bool]:
+    """Per seed, whether the deep EER of ``sensor`` is at or below the classical matcher's on the same pairs."""
+    return [d <= k for d, k in zip(_eers(runs, sensor, "deep_eer"), _eers(runs, sensor, "classical_eer"),
+                                   strict=True)]
+
+
 def _counts(per_seed) -> str:
     """Pair counts of every seed: one figure where all seeds have the same, else each seed's, "; "-separated."""
     per_seed = list(per_seed)
@@ -89,7 +95,7 @@ def table(runs: list[Run]) -> list[dict]:
                                                                   f"({r.comparison[c]['genuine']})" for r in runs),
             f"deep EER %, seeds {per}": " / ".join(f"{d:.1f}" for d in deep),
             "classical EER %": " / ".join(f"{k:.1f}" for k in classical),
-            "at or below": " / ".join("yes" if d <= k else "no" for d, k in zip(deep, classical, strict=True)),
+            "at or below": " / ".join("yes" if b else "no" for b in _at_or_below(runs, c)),
             "deep − classical, points [95 % CI]": (f"{mean:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(runs) > 1
                                                    else f"{mean:+.1f} (one seed)"),
             "fused EER % (beside, never instead)": " / ".join(f"{f:.1f}" for f in _eers(runs, c, "fused_eer")),
@@ -106,8 +112,7 @@ def summary(runs: list[Run]) -> str:
     on every seed, e.g. "at or below the classical matcher on 5 / 3 / 4 of 5 sensors (seeds 0 / 1 / 2); on every
     seed: 3 of 5"."""
     sensors = list(runs[0].comparison)
-    below = [[d <= k for d, k in zip(_eers(runs, c, "deep_eer"), _eers(runs, c, "classical_eer"), strict=True)]
-             for c in sensors]
+    below = [_at_or_below(runs, c) for c in sensors]
     per_seed = [sum(b[i] for b in below) for i in range(len(runs))]
     return (f"at or below the classical matcher on {' / '.join(map(str, per_seed))} of {len(sensors)} sensors "
             f"(seeds {' / '.join(str(r.seed) for r in runs)}); on every seed: {sum(map(all, below))} of "

@@ -21,9 +21,11 @@ Run folders: ``<runs>/<variant>-s<seed>/`` with the TOML beside them. Real sets:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
+import tomllib
 from pathlib import Path
 from typing import NamedTuple
 
@@ -134,11 +136,15 @@ def score(folder: Path, real: Path, test_size: int | None = None) -> list[dict]:
     return score_transfer(model, real)
 
 
+@functools.cache
+def _base_input_size() -> int:
+    """The shipped recipe's input size (px), read once."""
+    return int(tomllib.loads(BASE_TOML.read_text())["model"]["input_size"])
+
+
 def trained_size(variant: str) -> int:
     """The input size (px) ``variant`` trains at: its own, or the shipped recipe's."""
-    import tomllib
-
-    return int(VARIANTS[variant].model.get("input_size", tomllib.loads(BASE_TOML.read_text())["model"]["input_size"]))
+    return int(VARIANTS[variant].model.get("input_size", _base_input_size()))
 
 
 def scored_at(variant: str, size: int) -> str:

@@ -32,7 +32,7 @@ import json
 import math
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,18 +166,19 @@ def recalibrated_bytes(path: str | Path, threshold: float, threshold_source: str
     Everything else (weights, input pipeline, provenance, training metrics) is kept as it was; the previous
     threshold and its source are kept under ``calibration["previous_threshold"]`` / ``["previous_source"]``.
     """
-    model = load_model(path)  # validates the file
     if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not math.isfinite(threshold):
         raise ValueError(f"threshold: expected a finite distance, got {threshold!r}")
-    return _rewritten(path, {"threshold": float(threshold), "threshold_source": str(threshold_source),
-                             "calibration": {**dict(calibration), "previous_threshold": model.threshold,
-                                             "previous_source": model.threshold_source}})
+    return _rewritten(path, lambda model: {
+        "threshold": float(threshold), "threshold_source": str(threshold_source),
+        "calibration": {**dict(calibration), "previous_threshold": model.threshold,
+                        "previous_source": model.threshold_source}})
 
 
-def _rewritten(path: str | Path, changes: dict) -> bytes:
-    """The bytes of the (already validated) model file ``path`` with its top-level ``changes`` applied."""
-    payload = torch.load(Path(path), map_location="cpu", weights_only=True)
-    payload.update(changes)
+def _rewritten(path: str | Path, changes: Callable[[VerifierModel], dict]) -> bytes:
+    """The bytes of the model file ``path`` (read once and validated as :func:`load_model` does) with the top-level
+    entries ``changes(model)`` applied."""
+    payload = _read_payload(Path(path))
+    payload.update(changes(_model_of(Path(path), payload)))
     buf = io.BytesIO()
     torch.save(payload, buf)
     return buf.getvalue()
@@ -186,8 +187,7 @@ def _rewritten(path: str | Path, changes: dict) -> bytes:
 def with_score_fusion_bytes(path: str | Path, score_fusion: dict) -> bytes:
     """The model file ``path`` with a new ``score_fusion`` calibration (:mod:`models.dense_match`); everything
     else, the embedding threshold included, is kept as it was."""
-    load_model(path)  # validates the file
-    return _rewritten(path, {"score_fusion": dict(score_fusion)})
+    return _rewritten(path, lambda _: {"score_fusion": dict(score_fusion)})
 
 
 def with_input_size_bytes(path: str | Path, size: int) -> bytes:
@@ -199,10 +199,12 @@ def with_input_size_bytes(path: str | Path, size: int) -> bytes:
     were chosen at the trained size and are not re-fitted. ``provenance`` gains ``input_size_from`` (the trained
     size) so the file says it was resized.
     """
-    model = load_model(path)  # validates the file
-    spec = dataclasses.replace(model.spec, size=int(size))  # validates the size
-    provenance = {**dict(model.meta.get("provenance") or {}), "input_size_from": int(model.spec.size)}
-    return _rewritten(path, {"input_pipeline": describe(spec), "provenance": provenance})
+    def resized(model: VerifierModel) -> dict:
+        spec = dataclasses.replace(model.spec, size=int(size))  # validates the size
+        return {"input_pipeline": describe(spec),
+                "provenance": {**dict(model.meta.get("provenance") or {}), "input_size_from": int(model.spec.size)}}
+
+    return _rewritten(path, resized)
 
 
 def load_model(path: str | Path) -> VerifierModel:
@@ -217,6 +219,11 @@ def load_model(path: str | Path) -> VerifierModel:
         infinite weights, a threshold that is not a finite number).
     """
     path = Path(path)
+    return _model_of(path, _read_payload(path))
+
+
+def _read_payload(path: Path) -> dict:
+    """The model file's stored dict, with the required keys (errors as :func:`load_model` says)."""
     if not path.is_file():
         raise FileNotFoundError(f"model file not found: {path}")
     try:
@@ -230,6 +237,11 @@ def load_model(path: str | Path) -> VerifierModel:
     missing = [k for k in _REQUIRED if k not in payload]
     if missing:
         raise ValueError(f"{path}: model file lacks {missing}")
+    return payload
+
+
+def _model_of(path: Path, payload: dict) -> VerifierModel:
+    """The model a read payload describes; raises ValueError naming ``path`` when it is unusable."""
     try:
         net = build_encoder(str(payload["encoder"]), int(payload["embedding_dim"]),
                             **dict(payload.get("encoder_kwargs") or {}))
