@@ -182,6 +182,18 @@ VARIANTS: dict[str, dict] = {
     # a larger scale jitter (FCJ2020's impressions differ in pressure, hence in ridge spacing).
     "fcj_rr128_supcon_t005_gem_tex05_e40": _on_gem("sensor-texture augmentation at strength 0.5", texture=0.5),
     "fcj_rr128_supcon_t005_gem_sj10_e40": _on_gem("scale jitter 0.10 instead of 0.05", scale_jitter=0.10),
+    # The working resolution: every variant above sees 250 dpi (a ridge period of ~4.5 px, ~2 px after the stride-2
+    # stem). The same skin (13 mm) at a finer resolution, from the shipped model (the recipe of
+    # experiments/real_sensors_fcj.toml), paired with the same recipe at 250 dpi. Compute grows with the pixels.
+    "fcj_r128_supcon_t005_gem_e40": _screen("supervised contrastive loss (τ 0.05) with GeM pooling, from the shipped "
+                                            "model (no pre-training of our own), 40 epochs",
+                                            train={"loss": "supcon", "temperature": 0.05}, model={"pooling": "gem"},
+                                            init=None, base="fcj_rr128_supcon_t005_gem_e40"),
+    **{f"fcj_r{size}d{round(dpi)}_supcon_t005_gem_e40": _screen(
+        f"the same 13 mm of skin at {dpi:g} dpi ({size} px) instead of 250 dpi (128 px)",
+        train={"loss": "supcon", "temperature": 0.05}, model={"pooling": "gem", "input_size": size,
+                                                              "input_dpi": dpi},
+        init=None, base="fcj_r128_supcon_t005_gem_e40") for size, dpi in ((176, 343.75), (208, 406.25))},
     "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
@@ -224,7 +236,8 @@ SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr12
           "fcj_rr128_supcon_t003_e40", "fcj_rr128_supcon_t005_lr1e3_e40",
           "fcj_rr128_supcon_t005_ema99_e40", "fcj_rr128_supcon_t005_ema995_e40", "fcj_rr128_supcon_t005_gem_e40",
           "fcj_rr128_supcon_t005_wd01_e40", "fcj_rr128_supcon_t005_wd05_e40", "fcj_rr128_supcon_t005_gem_tex05_e40",
-          "fcj_rr128_supcon_t005_gem_sj10_e40")
+          "fcj_rr128_supcon_t005_gem_sj10_e40", "fcj_r128_supcon_t005_gem_e40", "fcj_r176d344_supcon_t005_gem_e40",
+          "fcj_r208d406_supcon_t005_gem_e40")
 
 
 def _toml_value(v) -> str:

@@ -249,11 +249,13 @@ class ModelSection:
         if add_gem:
             got["encoder_kwargs"] = dict(got["encoder_kwargs"] or {}) | {"pooling": "gem"}
         # The input side may differ (every encoder pools globally: weights learned on 128 px crops apply to the
-        # whole print), and so may the normalisation; the resolution and crop must not.
+        # whole print), and so may the normalisation and the working resolution (a fine-tuning start: the filters
+        # adapt to the new ridge period); the crop must not.
         mine = self.input_spec()
-        if got != want or replace(m.spec, size=mine.size, normalization=mine.normalization) != mine:
+        if got != want or replace(m.spec, size=mine.size, normalization=mine.normalization, dpi=mine.dpi) != mine:
             raise ValueError(f"model.init: {path} is {got} with input {m.spec}, but the experiment asks for {want} "
-                             f"with input {self.input_spec()} (only the input size and normalisation may differ)")
+                             f"with input {self.input_spec()} (only the input size, resolution and normalisation "
+                             "may differ)")
         state = m.encoder.state_dict()
         if add_aligner:
             from models.alignment import RigidAligner

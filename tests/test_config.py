@@ -136,13 +136,15 @@ def test_app_settings_one_validator_none_for_unset():
         client_settings({"stepp": 0.5})
 
 
-def test_pretrained_init_may_change_input_size_and_normalisation_not_resolution():
-    """Fine-tuning the shipped model on whole prints (another input size) or on ridge-normalised inputs is
-    allowed; another working resolution or crop is refused with both pipelines named."""
+def test_pretrained_init_may_change_input_size_normalisation_and_resolution_not_crop():
+    """Fine-tuning the shipped model on whole prints (another input size), on ridge-normalised inputs or at another
+    working resolution is allowed; another crop is refused with both pipelines named."""
     ok = parse_config({"model": {"init": "pretrained", "input_size": 192, "normalization": "ridge"}})
     assert ok.model.new_encoder(0) is not None and ok.model.input_spec().normalization == "ridge"
-    bad = parse_config({"model": {"init": "pretrained", "input_dpi": 500.0}})
-    with pytest.raises(ValueError, match="only the input size and normalisation may differ"):
+    finer = parse_config({"model": {"init": "pretrained", "input_size": 264, "input_dpi": 343.75}})
+    assert finer.model.new_encoder(0) is not None and finer.model.input_spec().dpi == 343.75
+    bad = parse_config({"model": {"init": "pretrained", "crop": "full"}})
+    with pytest.raises(ValueError, match="only the input size, resolution and normalisation may differ"):
         bad.model.new_encoder(0)
     with pytest.raises(ValueError, match="model.normalization: expected one of"):
         parse_config({"model": {"normalization": "zscore"}})
