@@ -85,9 +85,10 @@ def pk_batches(labels: np.ndarray, p: int, k: int, n_batches: int, rng: np.rando
 def embedding_loss(emb: torch.Tensor, labels: torch.Tensor, cfg: TrainConfig) -> torch.Tensor:
     """The embedding's loss of one P x K batch under ``cfg.loss``: Eq. 1 over every pair
     (:func:`models.loss.batch_contrastive_loss`, ``cfg.margin``, ``cfg.balance``) or the supervised contrastive
-    loss (:func:`models.supcon.batch_supcon_loss`, ``cfg.temperature``). Every P x K loop of a client uses it."""
+    loss (:func:`models.supcon.batch_supcon_loss`, ``cfg.temperature``, ``cfg.supcon_margin``). Every P x K loop
+    of a client uses it."""
     if cfg.loss == "supcon":
-        return batch_supcon_loss(emb, labels, cfg.temperature)
+        return batch_supcon_loss(emb, labels, cfg.temperature, cfg.supcon_margin)
     return batch_contrastive_loss(emb, labels, margin=cfg.margin, balance=cfg.balance)
 
 

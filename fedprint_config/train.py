@@ -54,6 +54,9 @@ class TrainConfig:
         impostors most; needs ``sampler = "pk"``).
     temperature : float
         Temperature tau of ``loss = "supcon"`` (default 0.1).
+    supcon_margin : float
+        Additive cosine margin in [0, 1) on the positive pairs of ``loss = "supcon"`` (CosFace-style; default 0:
+        Khosla's loss; see :func:`models.supcon.batch_supcon_loss`).
     ema : float
         Decay of an exponential moving average of the weights, updated after every step; the average replaces the
         weights when the call ends (default 0: off). The average forgets with a horizon of about
@@ -93,6 +96,7 @@ class TrainConfig:
     minutiae_layer: str = "last"
     loss: str = "contrastive"
     temperature: float = 0.1
+    supcon_margin: float = 0.0
     ema: float = 0.0
     weight_decay: float = 0.0
     schedule: str = "cosine"
@@ -118,6 +122,7 @@ class TrainConfig:
             "minutiae_layer": self.minutiae_layer in MINUTIAE_LAYERS,
             "loss": self.loss in LOSSES and (self.loss == "contrastive" or self.sampler == "pk"),
             "temperature": self.temperature > 0,
+            "supcon_margin": 0 <= self.supcon_margin < 1 and (self.supcon_margin == 0 or self.loss == "supcon"),
             "ema": 0 <= self.ema < 1,
             "weight_decay": 0 <= self.weight_decay < 1,
             "batch_size": self.batch_size >= 1,
@@ -130,6 +135,7 @@ class TrainConfig:
             raise ValueError(f"train: invalid value for {', '.join(bad)} (sampler one of {SAMPLERS}, schedule one "
                              f"of {SCHEDULES}, minutiae_layer one of {MINUTIAE_LAYERS}, loss one of {LOSSES} (not "
                              f"contrastive only with sampler = \"pk\"), p and k >= 2, scale_jitter "
-                             f"in [0, 1), texture in [0, 1], ema and weight_decay in [0, 1), dense_weight "
+                             f"in [0, 1), texture in [0, 1], ema and weight_decay in [0, 1), supcon_margin in "
+                             f"[0, 1) and > 0 only with loss = \"supcon\", dense_weight "
                              f"and minutiae_weight > 0 only with sampler = \"pk\", positive numbers elsewhere): "
                              f"{asdict(self)}")

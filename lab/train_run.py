@@ -212,7 +212,9 @@ def _report(cfg, mode, clients, rows, avg, history, seconds, dp, real) -> str:
         f"{cfg.model.init}; {cfg.train.epochs} epochs, sampler {cfg.train.sampler} (P {cfg.train.p} x K "
         f"{cfg.train.k}), augmentation {_augment_label(cfg.train)}, Adam lr {cfg.train.lr} "
         f"({cfg.train.schedule}{f', weight decay {cfg.train.weight_decay:g}' if cfg.train.weight_decay else ''}), "
-        + (f"supervised contrastive loss (temperature {cfg.train.temperature:g})" if cfg.train.loss == "supcon"
+        + (f"supervised contrastive loss (temperature {cfg.train.temperature:g}"
+           f"{f', cosine margin {cfg.train.supcon_margin:g}' if cfg.train.supcon_margin else ''})"
+           if cfg.train.loss == "supcon"
            else f"contrastive loss, margin {cfg.train.margin}")
         + (f", dense-match loss weight {cfg.train.dense_weight:g}" if cfg.train.dense_weight > 0 else "")
         + (f", minutiae-map loss weight {cfg.train.minutiae_weight:g} (targets from the extractor on the inputs)"

@@ -12,15 +12,19 @@ import torch.nn.functional as F
 from models.supcon import batch_supcon_loss
 
 
-def _reference(e: torch.Tensor, lab: torch.Tensor, tau: float) -> float:
-    """Eq. 2 written anchor by anchor, positive by positive."""
+def _reference(e: torch.Tensor, lab: torch.Tensor, tau: float, m: float = 0.0) -> float:
+    """Eq. 2 written anchor by anchor, positive by positive; a positive's similarity less the margin ``m``."""
     n, per_anchor = len(e), []
+
+    def s(i: int, a: int) -> float:
+        return float(e[i] @ e[a]) - (m if lab[a] == lab[i] else 0.0)
+
     for i in range(n):
         others = [a for a in range(n) if a != i]
-        denom = sum(math.exp(float(e[i] @ e[a]) / tau) for a in others)
+        denom = sum(math.exp(s(i, a) / tau) for a in others)
         pos = [p for p in others if lab[p] == lab[i]]
         if pos:
-            per_anchor.append(-sum(math.log(math.exp(float(e[i] @ e[p]) / tau) / denom) for p in pos) / len(pos))
+            per_anchor.append(-sum(math.log(math.exp(s(i, p) / tau) / denom) for p in pos) / len(pos))
     return sum(per_anchor) / len(per_anchor)
 
 
@@ -30,6 +34,18 @@ def test_equals_eq2_anchor_by_anchor_and_skips_anchors_without_positive():
     lab = torch.tensor([0, 0, 0, 1, 1, 2, 3])  # fingers 2 and 3 have no positive: not anchors
     for tau in (0.1, 0.5):
         assert float(batch_supcon_loss(e, lab, tau)) == pytest.approx(_reference(e, lab, tau), rel=1e-5)
+
+
+def test_margin_lowers_each_positive_similarity_by_m():
+    torch.manual_seed(1)
+    e = F.normalize(torch.randn(8, 5), dim=1)
+    lab = torch.tensor([0, 0, 0, 1, 1, 2, 2, 3])
+    for tau, m in ((0.05, 0.2), (0.1, 0.5)):
+        assert float(batch_supcon_loss(e, lab, tau, m)) == pytest.approx(_reference(e, lab, tau, m), rel=1e-5)
+        # a margin makes every positive harder, so the loss grows
+        assert float(batch_supcon_loss(e, lab, tau, m)) > float(batch_supcon_loss(e, lab, tau))
+    with pytest.raises(ValueError, match="margin"):
+        batch_supcon_loss(e, lab, 0.1, margin=1.0)
 
 
 def test_the_hardest_impostor_gets_the_largest_push():
@@ -79,6 +95,9 @@ def test_training_with_supcon_lowers_it_and_config_checks():
         TrainConfig(loss="triplet")
     with pytest.raises(ValueError, match="temperature"):
         TrainConfig(loss="supcon", temperature=0.0)
+    with pytest.raises(ValueError, match="supcon_margin"):
+        TrainConfig(supcon_margin=0.2)  # Eq. 1 has its own margin
+    assert TrainConfig(loss="supcon", supcon_margin=0.2).supcon_margin == 0.2
 
 
 def test_dp_sgd_refuses_a_loss_it_cannot_clip_per_pair():
