@@ -1,0 +1,93 @@
+"""How much of the network's input is print, per synthetic profile and per real set, at several input sizes.
+
+The ``crop = "print"`` pipeline (:mod:`models.preprocess`) resamples every image to the working resolution and cuts
+an S x S window centred on the segmented print. For each source and size this prints the mean ``coverage`` (the
+fraction of the window on the print; the rest is background or padding) and ``captured`` (the fraction of the print
+inside the window), from :func:`models.preprocess.print_coverage`. It answers whether a larger training input holds
+more padding on synthetic prints than on real ones (a guess of issue 22's synthetic-transfer study).
+
+    python bench/print_coverage.py [--sizes 128,160,192] [--images 40] [--dpi 250] [--real-samples DIR]
+
+Synthetic prints are generated in memory (generator seed 1000, the shipped model's, ``--images`` / 4 fingers x 4
+impressions per profile); real sets are read from ``--real-samples`` (default ``$FEDPRINT_REAL_SAMPLES`` or
+``../shared/data/real``), the first ``--images`` images of each, and left out with a note when absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from data.datasets import load_dataset  # noqa: E402
+from data.real_sets import real_root, real_set_dirs  # noqa: E402
+from data.synth.generate import finger_records  # noqa: E402
+from data.synth.profiles import get_profile  # noqa: E402
+from fedprint_config.rundir import markdown_table  # noqa: E402
+from models.preprocess import InputSpec, print_coverage  # noqa: E402
+
+PROFILES = ("socofing", "casia", "nist_sd10")
+
+
+def synthetic_images(profile: str, images: int, seed: int = 1000) -> list[tuple[np.ndarray, float]]:
+    """``images`` synthetic prints of ``profile`` (4 impressions a finger) as ``(image, dpi)``."""
+    prof, out, finger = get_profile(profile), [], 0
+    while len(out) < images:
+        out += [(r.image, r.dpi) for r in finger_records(prof, finger, 4, seed)]
+        finger += 1
+    return out[:images]
+
+
+def coverage_table(sources: dict[str, list[tuple[np.ndarray, float]]], sizes: list[int], dpi: float) -> list[dict]:
+    """One row per source: mean coverage / captured at every size."""
+    rows = []
+    for name, imgs in sources.items():
+        row = {"source": name, "images": len(imgs)}
+        for s in sizes:
+            spec = InputSpec(size=s, crop="print", dpi=dpi)
+            c = np.array([print_coverage(img, spec, d) for img, d in imgs])
+            row[f"{s} px: on print / print captured"] = f"{c[:, 0].mean():.2f} / {c[:, 1].mean():.2f}"
+        rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="128,160,192", help="input sides S in pixels, comma-separated")
+    ap.add_argument("--images", type=int, default=40, help="images per source (default 40)")
+    ap.add_argument("--dpi", type=float, default=250.0, help="working resolution (default 250 dpi)")
+    ap.add_argument("--real-samples", default=None, help="root of the real sets (default: $FEDPRINT_REAL_SAMPLES "
+                                                         "or ../shared/data/real)")
+    args = ap.parse_args(argv)
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 16:
+        print(f"print_coverage: error: --sizes: expected comma-separated sides >= 16 px, got {args.sizes!r}",
+              file=sys.stderr)
+        return 2
+    if args.images < 1:
+        print(f"print_coverage: error: --images: expected a count >= 1, got {args.images}", file=sys.stderr)
+        return 2
+    sources = {f"synthetic {p}": synthetic_images(p, args.images) for p in PROFILES}
+    root = Path(args.real_samples) if args.real_samples else real_root()
+    real = real_set_dirs(root)
+    for folder, layout in real:
+        recs = load_dataset(layout, folder)[:args.images]
+        sources[f"real {folder.name}"] = [(r.image, r.dpi) for r in recs]
+    print(markdown_table(coverage_table(sources, sizes, args.dpi)))
+    if not real:
+        print(f"(no real set under {root}: synthetic profiles only)")
+    print(f"Working resolution {args.dpi:g} dpi; 'on print': fraction of the S x S window on the segmented print; "
+          "'print captured': fraction of the print inside it.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
