@@ -199,7 +199,8 @@ VARIANTS: dict[str, dict] = {
         f"fcj_r128_supcon_t005_gem_e40 with a cosine margin {m:g} on every positive pair (a genuine pair must beat "
         "the batch's impostors by about m)", train={"loss": "supcon", "temperature": 0.05, "supcon_margin": m},
         model={"pooling": "gem"}, init=None, base="fcj_r128_supcon_t005_gem_e40") for tag, m in (("10", 0.1),
-                                                                                                ("25", 0.25))},
+                                                                                                ("25", 0.25),
+                                                                                                ("40", 0.4))},
     "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
@@ -229,6 +230,11 @@ VARIANTS: dict[str, dict] = {
                                                   "(synthetic pre-training with per-image standardisation) instead "
                                                   "of pretrain_ridge", base="fcj_rr192_supcon_t005_gem_e120",
                                                   init=None, model={"pooling": "gem"}),
+    # The screened SupCon margin at the full budget, on the shipped experiment's recipe.
+    **{f"fcj_r192_supcon_t005_gem_m{tag}_e120": _full_supcon(
+        f"fcj_r192_supcon_t005_gem_e120 with a cosine margin {m:g} on SupCon's positive pairs (the screened "
+        f"fcj_r128_supcon_t005_gem_m{tag}_e40 at the full budget)", base="fcj_r192_supcon_t005_gem_e120", init=None,
+        model={"pooling": "gem"}, train={"supcon_margin": m}) for tag, m in (("10", 0.1), ("25", 0.25), ("40", 0.4))},
 }
 
 
@@ -243,7 +249,8 @@ SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr12
           "fcj_rr128_supcon_t005_ema99_e40", "fcj_rr128_supcon_t005_ema995_e40", "fcj_rr128_supcon_t005_gem_e40",
           "fcj_rr128_supcon_t005_wd01_e40", "fcj_rr128_supcon_t005_wd05_e40", "fcj_rr128_supcon_t005_gem_tex05_e40",
           "fcj_rr128_supcon_t005_gem_sj10_e40", "fcj_r128_supcon_t005_gem_e40", "fcj_r176d344_supcon_t005_gem_e40",
-          "fcj_r208d406_supcon_t005_gem_e40", "fcj_r128_supcon_t005_gem_m10_e40", "fcj_r128_supcon_t005_gem_m25_e40")
+          "fcj_r208d406_supcon_t005_gem_e40", "fcj_r128_supcon_t005_gem_m10_e40", "fcj_r128_supcon_t005_gem_m25_e40",
+          "fcj_r128_supcon_t005_gem_m40_e40")
 
 
 def _toml_value(v) -> str:
