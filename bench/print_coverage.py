@@ -6,7 +6,7 @@ fraction of the window on the print; the rest is background or padding) and ``ca
 inside the window), from :func:`models.preprocess.print_coverage`. It answers whether a larger training input holds
 more padding on synthetic prints than on real ones (a guess of issue 22's synthetic-transfer study).
 
-    python bench/print_coverage.py [--sizes 128,160,192] [--images 40] [--dpi 250] [--real-samples DIR]
+    python bench/print_coverage.py [--sizes 128,160,192] [--images 40] [--dpi 250] [--real-samples DIR] [--out F]
 
 Synthetic prints are generated in memory (generator seed 1000, the shipped model's, ``--images`` / 4 fingers x 4
 impressions per profile); real sets are read from ``--real-samples`` (default ``$FEDPRINT_REAL_SAMPLES`` or
@@ -24,6 +24,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from data.atomic_io import write_text  # noqa: E402
 from data.datasets import load_dataset  # noqa: E402
 from data.real_sets import real_root, real_set_dirs  # noqa: E402
 from data.synth.generate import finger_records  # noqa: E402
@@ -63,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dpi", type=float, default=250.0, help="working resolution (default 250 dpi)")
     ap.add_argument("--real-samples", default=None, help="root of the real sets (default: $FEDPRINT_REAL_SAMPLES "
                                                          "or ../shared/data/real)")
+    ap.add_argument("--out", default=None, help="also write the table as a markdown document (e.g. "
+                                                "docs/print_coverage.md)")
     args = ap.parse_args(argv)
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -81,11 +84,16 @@ def main(argv: list[str] | None = None) -> int:
     for folder, layout in real:
         recs = load_dataset(layout, folder)[:args.images]
         sources[f"real {folder.name}"] = [(r.image, r.dpi) for r in recs]
-    print(markdown_table(coverage_table(sources, sizes, args.dpi)))
+    text = markdown_table(coverage_table(sources, sizes, args.dpi)) + "\n"
     if not real:
-        print(f"(no real set under {root}: synthetic profiles only)")
-    print(f"Working resolution {args.dpi:g} dpi; 'on print': fraction of the S x S window on the segmented print; "
-          "'print captured': fraction of the print inside it.")
+        text += f"(no real set under {root}: synthetic profiles only)\n\n"
+    text += (f"Working resolution {args.dpi:g} dpi; 'on print': fraction of the S x S window on the segmented print; "
+             "'print captured': fraction of the print inside it (means over the images of each source).\n")
+    print(text, end="")
+    if args.out:
+        cmd = "python bench/print_coverage.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        write_text(Path(args.out), "# How much of the network input is print\n\n" + __doc__.split("\n\n")[1]
+                   .replace("\n", " ") + "\n\n" + text + f"\nCommand:\n\n```bash\n{cmd}\n```\n")
     return 0
 
 
