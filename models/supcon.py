@@ -13,8 +13,8 @@ dominate the gradient; the temperature tau sets how sharply. Verification still 
 the unit embeddings, a monotone function of z_i.z_j, so nothing downstream changes.
 
 An additive cosine margin m >= 0 (``margin``; default 0, Khosla's loss) replaces z_i.z_p by z_i.z_p - m for every
-positive p, in the numerator and in its own term of the denominator, as CosFace (Wang et al. 2018, Eq. 4) does for a
-class weight: a genuine pair only stops contributing once its similarity beats every impostor's by about m, so
+positive p, in the numerator and in its own term of the denominator, as CosFace (Wang et al. 2018) does for a class
+weight: a genuine pair only stops contributing once its similarity beats every impostor's by about m, so
 training keeps pulling impressions together after the batch is already ranked right.
 
 References
