@@ -29,6 +29,7 @@ from data.datasets import load_dataset  # noqa: E402
 from data.real_sets import real_root, real_set_dirs  # noqa: E402
 from data.synth.generate import finger_records  # noqa: E402
 from data.synth.profiles import get_profile  # noqa: E402
+from fedprint_config.arg_types import add_real_samples_arg, positive_int  # noqa: E402
 from fedprint_config.rundir import markdown_table  # noqa: E402
 from models.preprocess import InputSpec, print_coverage  # noqa: E402
 
@@ -45,14 +46,15 @@ def synthetic_images(profile: str, images: int, seed: int = 1000) -> list[tuple[
 
 
 def coverage_table(sources: dict[str, list[tuple[np.ndarray, float]]], sizes: list[int], dpi: float) -> list[dict]:
-    """One row per source: mean coverage / captured at every size."""
+    """One row per source: the mean coverage (``"<S> px on print"``) and captured fraction (``"<S> px captured"``)
+    at every size S."""
     rows = []
     for name, imgs in sources.items():
         row = {"source": name, "images": len(imgs)}
         for s in sizes:
             spec = InputSpec(size=s, crop="print", dpi=dpi)
-            c = np.array([print_coverage(img, spec, d) for img, d in imgs])
-            row[f"{s} px: on print / print captured"] = f"{c[:, 0].mean():.2f} / {c[:, 1].mean():.2f}"
+            on, captured = np.mean([print_coverage(img, spec, d) for img, d in imgs], axis=0)
+            row |= {f"{s} px on print": float(on), f"{s} px captured": float(captured)}
         rows.append(row)
     return rows
 
@@ -60,10 +62,9 @@ def coverage_table(sources: dict[str, list[tuple[np.ndarray, float]]], sizes: li
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="128,160,192", help="input sides S in pixels, comma-separated")
-    ap.add_argument("--images", type=int, default=40, help="images per source (default 40)")
+    ap.add_argument("--images", type=positive_int, default=40, help="images per source (default 40)")
     ap.add_argument("--dpi", type=float, default=250.0, help="working resolution (default 250 dpi)")
-    ap.add_argument("--real-samples", default=None, help="root of the real sets (default: $FEDPRINT_REAL_SAMPLES "
-                                                         "or ../shared/data/real)")
+    add_real_samples_arg(ap)
     ap.add_argument("--out", default=None, help="also write the table as a markdown document (e.g. "
                                                 "docs/print_coverage.md)")
     args = ap.parse_args(argv)
@@ -75,20 +76,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"print_coverage: error: --sizes: expected comma-separated sides >= 16 px, got {args.sizes!r}",
               file=sys.stderr)
         return 2
-    if args.images < 1:
-        print(f"print_coverage: error: --images: expected a count >= 1, got {args.images}", file=sys.stderr)
-        return 2
     sources = {f"synthetic {p}": synthetic_images(p, args.images) for p in PROFILES}
     root = Path(args.real_samples) if args.real_samples else real_root()
     real = real_set_dirs(root)
     for folder, layout in real:
         recs = load_dataset(layout, folder)[:args.images]
         sources[f"real {folder.name}"] = [(r.image, r.dpi) for r in recs]
-    text = markdown_table(coverage_table(sources, sizes, args.dpi)) + "\n"
+    text = markdown_table(coverage_table(sources, sizes, args.dpi), digits=2) + "\n"
     if not real:
         text += f"(no real set under {root}: synthetic profiles only)\n\n"
     text += (f"Working resolution {args.dpi:g} dpi; 'on print': fraction of the S x S window on the segmented print; "
-             "'print captured': fraction of the print inside it (means over the images of each source).\n")
+             "'captured': fraction of the print inside it (means over the images of each source).\n")
     print(text, end="")
     if args.out:
         cmd = "python bench/print_coverage.py " + " ".join(argv if argv is not None else sys.argv[1:])

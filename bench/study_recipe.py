@@ -74,6 +74,14 @@ def _on_gem(what: str, model: dict | None = None, **train) -> dict:
     return _on_supcon(what, model={"pooling": "gem", **(model or {})}, base="fcj_rr128_supcon_t005_gem_e40", **train)
 
 
+def _on_shipped_gem(what: str, model: dict | None = None, **train) -> dict:
+    """A screening lever on the shipped experiment's recipe (``experiments/real_sensors_fcj.toml``: from the shipped
+    model, SupCon τ 0.05, GeM pooling) at 40 epochs / 128 px, paired with ``fcj_r128_supcon_t005_gem_e40``."""
+    return _screen(what, train={"loss": "supcon", "temperature": 0.05, **train}, model={"pooling": "gem",
+                                                                                        **(model or {})},
+                   init=None, base="fcj_r128_supcon_t005_gem_e40")
+
+
 def _full_supcon(what: str, *, base: str | None = None, init: str | None = "pretrain_ridge",
                  model: dict | None = None, **extra) -> dict:
     """A full-budget variant (192 px, ridge normalisation, 120 epochs, lr 5e-4) with SupCon τ 0.05; ``init`` None
@@ -189,18 +197,13 @@ VARIANTS: dict[str, dict] = {
                                             "model (no pre-training of our own), 40 epochs",
                                             train={"loss": "supcon", "temperature": 0.05}, model={"pooling": "gem"},
                                             init=None, base="fcj_rr128_supcon_t005_gem_e40"),
-    **{f"fcj_r{size}d{round(dpi)}_supcon_t005_gem_e40": _screen(
+    **{f"fcj_r{size}d{round(dpi)}_supcon_t005_gem_e40": _on_shipped_gem(
         f"the same 13 mm of skin at {dpi:g} dpi ({size} px) instead of 250 dpi (128 px)",
-        train={"loss": "supcon", "temperature": 0.05}, model={"pooling": "gem", "input_size": size,
-                                                              "input_dpi": dpi},
-        init=None, base="fcj_r128_supcon_t005_gem_e40") for size, dpi in ((176, 343.75), (208, 406.25))},
+        model={"input_size": size, "input_dpi": dpi}) for size, dpi in ((176, 343.75), (208, 406.25))},
     # An additive cosine margin on SupCon's positives (CosFace-style, models.supcon), on the shipped-model screen.
-    **{f"fcj_r128_supcon_t005_gem_m{tag}_e40": _screen(
+    **{f"fcj_r128_supcon_t005_gem_m{tag}_e40": _on_shipped_gem(
         f"fcj_r128_supcon_t005_gem_e40 with a cosine margin {m:g} on every positive pair (a genuine pair must beat "
-        "the batch's impostors by about m)", train={"loss": "supcon", "temperature": 0.05, "supcon_margin": m},
-        model={"pooling": "gem"}, init=None, base="fcj_r128_supcon_t005_gem_e40") for tag, m in (("10", 0.1),
-                                                                                                ("25", 0.25),
-                                                                                                ("40", 0.4))},
+        "the batch's impostors by about m)", supcon_margin=m) for tag, m in (("10", 0.1), ("25", 0.25), ("40", 0.4))},
     "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
@@ -230,11 +233,11 @@ VARIANTS: dict[str, dict] = {
                                                   "(synthetic pre-training with per-image standardisation) instead "
                                                   "of pretrain_ridge", base="fcj_rr192_supcon_t005_gem_e120",
                                                   init=None, model={"pooling": "gem"}),
-    # The screened SupCon margin at the full budget, on the shipped experiment's recipe.
-    **{f"fcj_r192_supcon_t005_gem_m{tag}_e120": _full_supcon(
-        f"fcj_r192_supcon_t005_gem_e120 with a cosine margin {m:g} on SupCon's positive pairs (the screened "
-        f"fcj_r128_supcon_t005_gem_m{tag}_e40 at the full budget)", base="fcj_r192_supcon_t005_gem_e120", init=None,
-        model={"pooling": "gem"}, train={"supcon_margin": m}) for tag, m in (("10", 0.1), ("25", 0.25), ("40", 0.4))},
+    # The screened SupCon margin at the full budget (m 0.25: every screened split at or below the baseline).
+    "fcj_r192_supcon_t005_gem_m25_e120": _full_supcon(
+        "fcj_r192_supcon_t005_gem_e120 with a cosine margin 0.25 on SupCon's positive pairs (the screened "
+        "fcj_r128_supcon_t005_gem_m25_e40 at the full budget)", base="fcj_r192_supcon_t005_gem_e120", init=None,
+        model={"pooling": "gem"}, train={"supcon_margin": 0.25}),
 }
 
 

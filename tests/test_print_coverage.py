@@ -19,8 +19,7 @@ def _disc(radius: int, side: int = 400) -> np.ndarray:
 
 def test_a_larger_window_holds_less_print_and_captures_more_of_it():
     rows = coverage_table({"small": [(_disc(60), 250.0)], "large": [(_disc(150), 250.0)]}, [64, 192], 250.0)
-    cells = {r["source"]: [tuple(float(v) for v in r[f"{s} px: on print / print captured"].split(" / "))
-                           for s in (64, 192)] for r in rows}
+    cells = {r["source"]: [(r[f"{s} px on print"], r[f"{s} px captured"]) for s in (64, 192)] for r in rows}
     (on64, cap64), (on192, cap192) = cells["small"]
     assert on64 > 0.9 and on192 < 0.4  # a 120 px print fills a 64 px window, not a 192 px one
     assert cap64 < 0.5 < 0.9 < cap192
