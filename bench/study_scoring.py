@@ -1,0 +1,199 @@
+"""Scoring levers on a trained verifier's own held-out real pairs (issue 22 §2): does any pay, with nothing retrained?
+
+For each ``fedprint train`` run folder (its partition rebuilt from its experiment TOML, same seed, same held-out
+fingers: :func:`bench.study_dense_match.run_clients`), every held-out test pair is scored by the SAME network in
+these ways:
+
+* ``plain``: cosine of the two embeddings (what ``fedprint verify`` / ``evaluate`` do; the report's EER);
+* ``snorm``: symmetric score normalisation against a cohort, S-norm / adaptive S-norm [1]_ [2]_ (:func:`snorm`);
+  the cohort is the run's own TRAINING images (the only prints a deployed model could carry; its validation
+  fingers are too few), ``top-k`` keeps each print's k most similar cohort images (AS-norm);
+* ``representation``: cosine of the pooled features before the final projection (the "base" output,
+  :meth:`models.siamese.CompactEncoder.representation`: SimCLR-style heads sometimes transfer worse than what
+  they read);
+* ``size N``: the plain score with N x N inputs instead of the trained size (the same model file, as
+  :func:`models.model_file.with_input_size_bytes` writes it; for a 192 px FCJ model, 176 px trims background,
+  208 / 224 px add it).
+
+Each row gives EER and FNMR @ FMR 1 % with its genuine / impostor pair counts; with several runs of one variant
+(``<name>``, ``<name>-s1``, ...: finger splits) each lever is paired with ``plain`` split by split (Student-t 95 %).
+
+    python bench/study_scoring.py --run runs/recipe/fcj_r192_supcon_t005_gem_e120 \\
+        runs/recipe/fcj_r192_supcon_t005_gem_e120-s1 runs/recipe/fcj_r192_supcon_t005_gem_e120-s2 \\
+        --out runs/scoring
+
+Writes ``scoring.csv`` and ``scoring.md`` to ``--out``.
+
+References
+----------
+.. [1] P. Kenny, "Bayesian speaker verification with heavy-tailed priors", Odyssey 2010 (symmetric S-norm).
+.. [2] P. Matějka et al., "Analysis of score normalization in multilingual speaker recognition",
+   Interspeech 2017 (adaptive S-norm: the top-k cohort).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from data.atomic_io import write_csv, write_text  # noqa: E402
+from fedprint_config.arg_types import positive_int  # noqa: E402
+from fedprint_config.rundir import markdown_table  # noqa: E402
+from lab.multi_seed import ci95  # noqa: E402
+from models.metrics import eer, fnmr_at_fmr  # noqa: E402
+from models.model_file import load_model  # noqa: E402
+
+
+def snorm(scores: np.ndarray, a: np.ndarray, b: np.ndarray, cohort: np.ndarray, top_k: int | None = None
+          ) -> np.ndarray:
+    """Symmetric score normalisation of pair scores against a cohort.
+
+    ``s' = ((s - μ_a) / σ_a + (s - μ_b) / σ_b) / 2`` where μ_i, σ_i are the mean and standard deviation of print
+    i's scores against the cohort (all of them, or its ``top_k`` highest: adaptive S-norm).
+
+    Parameters
+    ----------
+    scores : ndarray, shape (P,)
+        Similarity of each pair (higher = same finger).
+    a, b : ndarray of int, shape (P,)
+        Row of each pair's two prints in ``cohort``.
+    cohort : ndarray, shape (N, M)
+        Similarity of every print (rows) to every cohort print (columns).
+    top_k : int, optional
+        Keep each print's ``top_k`` most similar cohort prints (default None: all M).
+
+    Returns
+    -------
+    ndarray, shape (P,)
+        Normalised similarities (higher = same finger).
+    """
+    if top_k is not None and not 2 <= top_k <= cohort.shape[1]:
+        raise ValueError(f"top_k: expected 2..{cohort.shape[1]} (the cohort's size), got {top_k}")
+    sims = cohort if top_k is None else -np.sort(-cohort, axis=1)[:, :top_k]
+    mu, sd = sims.mean(axis=1), np.maximum(sims.std(axis=1), 1e-12)
+    return 0.5 * ((scores - mu[a]) / sd[a] + (scores - mu[b]) / sd[b])
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _features(encoder, images: torch.Tensor, batch: int = 128) -> tuple[np.ndarray, np.ndarray]:
+    """(unit embeddings, unit pooled representations) of ``images``, float64."""
+    encoder.eval()
+    with torch.no_grad():
+        rep = torch.cat([encoder.representation(images[i:i + batch]) for i in range(0, len(images), batch)])
+        emb = encoder.project(rep)
+    return _unit(emb.double().numpy()), _unit(rep.double().numpy())
+
+
+def _cosines(x: np.ndarray, pairs) -> np.ndarray:
+    return np.einsum("ij,ij->i", x[pairs.a], x[pairs.b])
+
+
+def _resized_toml(toml: Path, size: int, tmp: Path) -> Path:
+    text, n = re.subn(r"(?m)^input_size = \d+$", f"input_size = {size}", toml.read_text())
+    if n != 1:
+        raise ValueError(f"{toml}: expected one `input_size = N` line in [model], found {n}")
+    out = tmp / f"{toml.stem}-{size}.toml"
+    out.write_text(text)
+    return out
+
+
+def score_run(folder: Path, toml: Path, *, top_ks: list[int], sizes: list[int]) -> dict[str, tuple]:
+    """Scoring name -> (similarities, labels) on the run's held-out test pairs (first institution)."""
+    from bench.study_dense_match import run_clients
+
+    encoder = load_model(folder / "model_centralized.pt").encoder
+    c = run_clients(toml)[1][0]
+    pairs, y = c.test_pairs, c.test_pairs.label
+    emb, rep = _features(encoder, c.images)
+    plain = _cosines(emb, pairs)
+    out = {"plain": (plain, y), "representation": (_cosines(rep, pairs), y)}
+    cohort = emb @ emb[c.split.train].T
+    for k in [None, *top_ks]:
+        out["snorm" if k is None else f"snorm top-{k}"] = (snorm(plain, pairs.a, pairs.b, cohort, k), y)
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in sizes:
+            other = run_clients(_resized_toml(toml, size, Path(tmp)))[1][0]
+            out[f"size {size}"] = (_cosines(_features(encoder, other.images)[0], other.test_pairs), y)
+    return out
+
+
+def _interval(values: list[float]) -> str:
+    m, lo, hi = ci95(values)
+    return f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(values) > 1 else f"{m:+.1f} (one split: no interval)"
+
+
+def paired_rows(rows: list[dict]) -> list[dict]:
+    """Each scoring minus ``plain`` per variant, paired by split (EER and FNMR points, Student-t 95 %)."""
+    out = []
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        mine = [r for r in rows if r["variant"] == variant]
+        base = {r["split"]: r for r in mine if r["scoring"] == "plain"}
+        for how in dict.fromkeys(r["scoring"] for r in mine if r["scoring"] != "plain"):
+            d = [(r["EER %"] - base[r["split"]]["EER %"], r["FNMR@FMR1 %"] - base[r["split"]]["FNMR@FMR1 %"])
+                 for r in mine if r["scoring"] == how]
+            out.append({"variant": variant, "scoring": how, "splits": len(d),
+                        "EER − plain, points": _interval([x for x, _ in d]),
+                        "FNMR − plain, points": _interval([y for _, y in d]),
+                        "per split EER − plain": ", ".join(f"{x:+.2f}" for x, _ in d)})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", nargs="+", required=True,
+                    help="fedprint train run folders, each FOLDER or FOLDER=TOML (default TOML: FOLDER.toml beside it)")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--top-k", default="50,100", help="AS-norm cohort sizes, comma-separated (default 50,100)")
+    ap.add_argument("--sizes", default="176,208,224", help="input sizes to score at, comma-separated ('' for none)")
+    args = ap.parse_args(argv)
+    try:
+        top_ks = [positive_int(s) for s in args.top_k.split(",") if s]
+        sizes = [positive_int(s) for s in args.sizes.split(",") if s]
+    except argparse.ArgumentTypeError as exc:
+        print(f"study_scoring: error: --top-k / --sizes: {exc}", file=sys.stderr)
+        return 2
+    rows = []
+    for spec in args.run:
+        folder, _, toml = spec.partition("=")
+        folder = Path(folder)
+        toml = Path(toml) if toml else folder.with_name(folder.name + ".toml")
+        for need in (folder / "model_centralized.pt", toml):
+            if not need.is_file():
+                print(f"study_scoring: error: --run {spec}: no file {need} (expected a fedprint train run folder "
+                      "and its experiment TOML)", file=sys.stderr)
+                return 2
+        variant, _, split = folder.name.partition("-s")
+        for how, (s, y) in score_run(folder, toml, top_ks=top_ks, sizes=sizes).items():
+            rows.append({"variant": variant if split.isdigit() else folder.name,
+                         "split": int(split) if split.isdigit() else 0, "scoring": how,
+                         "EER %": 100 * eer(s, y, higher_is_genuine=True),
+                         "FNMR@FMR1 %": 100 * fnmr_at_fmr(s, y, 0.01, higher_is_genuine=True),
+                         "genuine": int(y.sum()), "impostor": int((y == 0).sum())})
+            print(f"{folder.name} {how}: EER {rows[-1]['EER %']:.2f} % FNMR@FMR1 {rows[-1]['FNMR@FMR1 %']:.2f} %",
+                  flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(args.out / "scoring.csv", rows)
+    text = ("# Scoring levers on held-out real pairs (nothing retrained)\n\n"
+            "Each run's own held-out test pairs; cohort of `snorm` = the run's training images.\n\n"
+            + markdown_table(rows, digits=2)
+            + "\n## Paired with `plain` by split\n\n" + markdown_table(paired_rows(rows))
+            + "\n`python bench/study_scoring.py " + " ".join(argv if argv is not None else sys.argv[1:]) + "`\n")
+    write_text(args.out / "scoring.md", text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
