@@ -125,6 +125,8 @@ def score_run(folder: Path, toml: Path, *, top_ks: list[int], sizes: list[int]) 
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
             other = run_clients(_resized_toml(toml, size, Path(tmp)))[1][0]
+            if not (np.array_equal(other.test_pairs.a, pairs.a) and np.array_equal(other.test_pairs.b, pairs.b)):
+                raise RuntimeError(f"{toml} at {size} px: the rebuilt partition drew other test pairs")
             out[f"size {size}"] = (_cosines(_features(encoder, other.images)[0], other.test_pairs), y)
     return out
 
