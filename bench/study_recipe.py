@@ -222,7 +222,7 @@ VARIANTS: dict[str, dict] = {
     "fcj_rr192_supcon_t005_gem_e120": _full_supcon("fcj_rr192_supcon_t005_e120 with GeM pooling (the screened "
                                                    "fcj_rr128_supcon_t005_gem_e40 at the full budget)",
                                                    base="fcj_rr192_supcon_t005_e120", model={"pooling": "gem"}),
-    # The target-1 recipe with GeM: for a GPU (about 50 min a split on 2 CPU cores, after a ~1 h pre-training).
+    # The target-1 recipe with GeM: 42 min a split on 2 CPU cores after a 29 min pre-training; 2 splits: no gain.
     "fcj_rr192_w32_supcon_t005_gem_e120": _full_supcon("fcj_rr192_w32_supcon_t005_e120 with GeM pooling",
                                                        base="fcj_rr192_w32_supcon_t005_e120",
                                                        init="pretrain_ridge_w32",
