@@ -171,14 +171,20 @@ def train_run_job(folder: Path, toml: Path) -> list[dict]:
     return cached_rows(folder / "dense_scores.json", inputs, lambda: _train_run_rows(folder, toml))
 
 
+def variant_and_split(folder_name: str) -> tuple[str, int]:
+    """(variant, split) of a run folder named ``<variant>`` (split 0) or ``<variant>-s<k>`` (split k), as
+    ``bench/study_recipe.py`` names them."""
+    variant, _, split = folder_name.partition("-s")
+    return (variant, int(split)) if split.isdigit() else (folder_name, 0)
+
+
 def _train_run_rows(folder: Path, toml: Path) -> list[dict]:
     classical = None
     if (folder / "classical_comparison.csv").is_file():
         with open(folder / "classical_comparison.csv") as f:
             classical = {r["client"]: r for r in csv.DictReader(f)}
-    variant, _, split = folder.name.partition("-s")
-    return score_run(toml, {"centralized": _model_file(folder)}, label=folder.name,
-                     variant=variant if split.isdigit() else folder.name, split=int(split) if split.isdigit() else 0,
+    variant, split = variant_and_split(folder.name)
+    return score_run(toml, {"centralized": _model_file(folder)}, label=folder.name, variant=variant, split=split,
                      classical=classical)
 
 

@@ -1,7 +1,7 @@
 """Scoring levers on a trained verifier's own held-out real pairs (issue 22 §2): does any pay, with nothing retrained?
 
 For each ``fedprint train`` run folder (its partition rebuilt from its experiment TOML, same seed, same held-out
-fingers: :func:`bench.study_dense_match.run_clients`), every held-out test pair is scored by the SAME network in
+fingers), every held-out test pair is scored by the SAME network in
 these ways:
 
 * ``plain``: cosine of the two embeddings (what ``fedprint verify`` / ``evaluate`` do; the report's EER);
@@ -34,9 +34,7 @@ References
 from __future__ import annotations
 
 import argparse
-import re
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +43,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.study_dense_match import variant_and_split  # noqa: E402
+from bench.study_tta import run_files  # noqa: E402
 from data.atomic_io import write_csv, write_text  # noqa: E402
 from fedprint_config.arg_types import positive_int  # noqa: E402
 from fedprint_config.rundir import markdown_table  # noqa: E402
@@ -100,21 +100,20 @@ def _cosines(x: np.ndarray, pairs) -> np.ndarray:
     return np.einsum("ij,ij->i", x[pairs.a], x[pairs.b])
 
 
-def _resized_toml(toml: Path, size: int, tmp: Path) -> Path:
-    text, n = re.subn(r"(?m)^input_size = \d+$", f"input_size = {size}", toml.read_text())
-    if n != 1:
-        raise ValueError(f"{toml}: expected one `input_size = N` line in [model], found {n}")
-    out = tmp / f"{toml.stem}-{size}.toml"
-    out.write_text(text)
-    return out
-
-
-def score_run(folder: Path, toml: Path, *, top_ks: list[int], sizes: list[int]) -> dict[str, tuple]:
+def score_run(model: Path, toml: Path, *, top_ks: list[int], sizes: list[int]) -> dict[str, tuple]:
     """Scoring name -> (similarities, labels) on the run's held-out test pairs (first institution)."""
-    from bench.study_dense_match import run_clients
+    from client.experiment_data import build_clients, experiment_partitions
+    from fedprint_config.app import with_base_dir
+    from fedprint_config.experiment import load_experiment
 
-    encoder = load_model(folder / "model_centralized.pt").encoder
-    c = run_clients(toml)[1][0]
+    cfg = with_base_dir(load_experiment(toml)[0], ROOT)
+    records = experiment_partitions(cfg)[0]  # read once; every input size preprocesses these same records
+
+    def first_client(size: int | None = None):
+        return build_clients(cfg, records=records, input_size=size, cache=False, progress=False)[0]
+
+    encoder = load_model(model).encoder
+    c = first_client()
     pairs, y = c.test_pairs, c.test_pairs.label
     emb, rep = _features(encoder, c.images)
     plain = _cosines(emb, pairs)
@@ -122,12 +121,8 @@ def score_run(folder: Path, toml: Path, *, top_ks: list[int], sizes: list[int]) 
     cohort = emb @ emb[c.split.train].T
     for k in [None, *top_ks]:
         out["snorm" if k is None else f"snorm top-{k}"] = (snorm(plain, pairs.a, pairs.b, cohort, k), y)
-    with tempfile.TemporaryDirectory() as tmp:
-        for size in sizes:
-            other = run_clients(_resized_toml(toml, size, Path(tmp)))[1][0]
-            if not (np.array_equal(other.test_pairs.a, pairs.a) and np.array_equal(other.test_pairs.b, pairs.b)):
-                raise RuntimeError(f"{toml} at {size} px: the rebuilt partition drew other test pairs")
-            out[f"size {size}"] = (_cosines(_features(encoder, other.images)[0], other.test_pairs), y)
+    for size in sizes:  # the split is seeded by run.seed, not the input size: the same pairs at every size
+        out[f"size {size}"] = (_cosines(_features(encoder, first_client(size).images)[0], pairs), y)
     return out
 
 
@@ -168,22 +163,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows = []
     for spec in args.run:
-        folder, _, toml = spec.partition("=")
-        folder = Path(folder)
-        toml = Path(toml) if toml else folder.with_name(folder.name + ".toml")
-        for need in (folder / "model_centralized.pt", toml):
-            if not need.is_file():
-                print(f"study_scoring: error: --run {spec}: no file {need} (expected a fedprint train run folder "
-                      "and its experiment TOML)", file=sys.stderr)
-                return 2
-        variant, _, split = folder.name.partition("-s")
-        for how, (s, y) in score_run(folder, toml, top_ks=top_ks, sizes=sizes).items():
-            rows.append({"variant": variant if split.isdigit() else folder.name,
-                         "split": int(split) if split.isdigit() else 0, "scoring": how,
+        try:
+            model, toml = run_files(spec)
+        except FileNotFoundError as exc:
+            print(f"study_scoring: error: {exc}", file=sys.stderr)
+            return 2
+        variant, split = variant_and_split(model.parent.name)
+        for how, (s, y) in score_run(model, toml, top_ks=top_ks, sizes=sizes).items():
+            rows.append({"variant": variant, "split": split, "scoring": how,
                          "EER %": 100 * eer(s, y, higher_is_genuine=True),
                          "FNMR@FMR1 %": 100 * fnmr_at_fmr(s, y, 0.01, higher_is_genuine=True),
                          "genuine": int(y.sum()), "impostor": int((y == 0).sum())})
-            print(f"{folder.name} {how}: EER {rows[-1]['EER %']:.2f} % FNMR@FMR1 {rows[-1]['FNMR@FMR1 %']:.2f} %",
+            print(f"{model.parent.name} {how}: EER {rows[-1]['EER %']:.2f} % FNMR@FMR1 {rows[-1]['FNMR@FMR1 %']:.2f} %",
                   flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(args.out / "scoring.csv", rows)

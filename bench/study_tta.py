@@ -71,10 +71,9 @@ def scored(model, records, angles: list[float], pairs: PairSet | None = None
     return {"plain": (d_plain, pairs.label), "mean": (d_mean, pairs.label), "min": (d_min, pairs.label)}
 
 
-def held_out(spec: str) -> tuple[Path, list[tuple[str, list, PairSet]]]:
-    """Model file and (institution, records, held-out test pairs) of each institution of a run ``FOLDER[=TOML]``."""
-    from bench.study_dense_match import run_clients
-
+def run_files(spec: str) -> tuple[Path, Path]:
+    """Model file and experiment TOML of a run ``FOLDER[=TOML]`` (default TOML: ``FOLDER.toml`` beside the folder,
+    as ``bench/study_recipe.py`` writes them); FileNotFoundError naming ``--run`` and the missing file."""
     folder, _, toml = spec.partition("=")
     folder = Path(folder)
     toml = Path(toml) if toml else folder.with_name(folder.name + ".toml")
@@ -83,8 +82,15 @@ def held_out(spec: str) -> tuple[Path, list[tuple[str, list, PairSet]]]:
         if not need.is_file():
             raise FileNotFoundError(f"--run {spec}: no file {need} (expected a fedprint train run folder and its "
                                     "experiment TOML)")
-    out = [(c.name, c.records, c.test_pairs) for c in run_clients(toml)[1]]
-    return model, out
+    return model, toml
+
+
+def held_out(spec: str) -> tuple[Path, list[tuple[str, list, PairSet]]]:
+    """Model file and (institution, records, held-out test pairs) of each institution of a run ``FOLDER[=TOML]``."""
+    from bench.study_dense_match import run_clients
+
+    model, toml = run_files(spec)
+    return model, [(c.name, c.records, c.test_pairs) for c in run_clients(toml)[1]]
 
 
 def _rows(label: str, set_name: str, res: dict, t0: float) -> list[dict]:
