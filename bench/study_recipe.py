@@ -238,6 +238,12 @@ VARIANTS: dict[str, dict] = {
         "fcj_r192_supcon_t005_gem_e120 with a cosine margin 0.25 on SupCon's positive pairs (the screened "
         "fcj_r128_supcon_t005_gem_m25_e40 at the full budget)", base="fcj_r192_supcon_t005_gem_e120", init=None,
         model={"pooling": "gem"}, train={"supcon_margin": 0.25}),
+    # Placement: the worst genuine FCJ2020 pairs of fcj_r192_supcon_t005_gem_e120 are impressions that caught another
+    # part of the finger (placed higher or lower on the window); a shift of up to 20 % of the side, not 10 %.
+    "fcj_r192_supcon_t005_gem_tr20_e120": _full_supcon(
+        "fcj_r192_supcon_t005_gem_e120 with placement shifts of up to 20 % of the input side per axis instead of "
+        "10 %", base="fcj_r192_supcon_t005_gem_e120", init=None, model={"pooling": "gem"},
+        train={"translation": 0.2}),
 }
 
 

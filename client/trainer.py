@@ -92,6 +92,14 @@ def embedding_loss(emb: torch.Tensor, labels: torch.Tensor, cfg: TrainConfig) ->
     return batch_contrastive_loss(emb, labels, margin=cfg.margin, balance=cfg.balance)
 
 
+def augment_spec(cfg: TrainConfig) -> AugmentSpec:
+    """The augmentation of every training batch: :class:`models.augment.AugmentSpec`'s defaults with the
+    strengths a run configures (scale jitter, shift, sensor texture), or none with ``augment = false``."""
+    if not cfg.augment:
+        return AugmentSpec.off()
+    return AugmentSpec(scale=cfg.scale_jitter, translation=cfg.translation, texture=cfg.texture)
+
+
 def adam(params, cfg: TrainConfig) -> torch.optim.Adam:
     """Adam at ``cfg.lr`` with ``cfg.weight_decay`` decoupled from the gradient (AdamW; 0: plain Adam), the one
     optimizer every trainer of a client starts from."""
@@ -172,7 +180,7 @@ def train_siamese(
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(int(cfg.seed))
     opt = optimizer or adam(encoder.parameters(), cfg)
-    aug = AugmentSpec(scale=cfg.scale_jitter, texture=cfg.texture) if cfg.augment else AugmentSpec.off()
+    aug = augment_spec(cfg)
     if cfg.sampler == "pk":
         used, labels = identities_from_pairs(pairs)
         per_epoch = max(1, math.ceil(len(used) / (cfg.p * cfg.k)))

@@ -33,6 +33,10 @@ class TrainConfig:
     scale_jitter : float
         Maximum relative scale change of the placement augmentation (default 0.05: factors in [0.95, 1.05]); a
         wider range also randomises the ridge period (synthetic profiles draw coarser ridges than most sensors).
+    translation : float
+        Maximum shift per axis of the placement augmentation as a fraction of the input side (default 0.1); a
+        larger one shows the network impressions that caught another part of the finger (a finger put down
+        higher or lower on the sensor window), the commonest failure of genuine FCJ2020 pairs.
     texture : float
         Strength in [0, 1] of the sensor-texture randomisation (pores, broken ridges, uneven ridge width, creases,
         blur, ink response; :func:`models.augment.sensor_texture`; default 0: off). Needs ``augment``.
@@ -90,6 +94,7 @@ class TrainConfig:
     k: int = 4
     augment: bool = True
     scale_jitter: float = 0.05
+    translation: float = 0.1
     texture: float = 0.0
     dense_weight: float = 0.0
     minutiae_weight: float = 0.0
@@ -116,6 +121,7 @@ class TrainConfig:
             "k": self.k >= 2,
             "schedule": self.schedule in SCHEDULES,
             "scale_jitter": 0 <= self.scale_jitter < 1,
+            "translation": 0 <= self.translation < 1,
             "texture": 0 <= self.texture <= 1,
             "dense_weight": self.dense_weight >= 0 and (self.dense_weight == 0 or self.sampler == "pk"),
             "minutiae_weight": self.minutiae_weight >= 0 and (self.minutiae_weight == 0 or self.sampler == "pk"),
@@ -134,8 +140,8 @@ class TrainConfig:
         if bad:
             raise ValueError(f"train: invalid value for {', '.join(bad)} (sampler one of {SAMPLERS}, schedule one "
                              f"of {SCHEDULES}, minutiae_layer one of {MINUTIAE_LAYERS}, loss one of {LOSSES} (not "
-                             f"contrastive only with sampler = \"pk\"), p and k >= 2, scale_jitter "
-                             f"in [0, 1), texture in [0, 1], ema and weight_decay in [0, 1), supcon_margin in "
-                             f"[0, 1) and > 0 only with loss = \"supcon\", dense_weight "
+                             f"contrastive only with sampler = \"pk\"), p and k >= 2, scale_jitter and "
+                             f"translation in [0, 1), texture in [0, 1], ema and weight_decay in [0, 1), supcon_margin "
+                             f"in [0, 1) and > 0 only with loss = \"supcon\", dense_weight "
                              f"and minutiae_weight > 0 only with sampler = \"pk\", positive numbers elsewhere): "
                              f"{asdict(self)}")

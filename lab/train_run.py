@@ -190,10 +190,11 @@ def _dp_section(dp: dict) -> str:
 
 
 def _augment_label(train) -> str:
-    """``on`` / ``off`` plus the non-default strengths (scale jitter, sensor texture) for the run report."""
+    """``on`` / ``off`` plus the non-default strengths (scale jitter, shift, sensor texture) for the run report."""
     if not train.augment:
         return "off"
     extra = [f"scale ±{train.scale_jitter:g}"] if train.scale_jitter != 0.05 else []
+    extra += [f"shift ±{train.translation:g}"] if train.translation != 0.1 else []
     extra += [f"sensor texture {train.texture:g}"] if train.texture > 0 else []
     return "on" + (f" ({', '.join(extra)})" if extra else "")
 

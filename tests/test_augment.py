@@ -80,10 +80,35 @@ def test_texture_spec_bounds():
         AugmentSpec(texture=1.5)
 
 
-def test_train_config_texture_and_scale_jitter_bounds():
+def test_train_config_texture_scale_jitter_and_translation_bounds():
     from fedprint_config.train import TrainConfig
 
-    assert TrainConfig(texture=0.5, scale_jitter=0.2).texture == 0.5
-    for bad in ({"texture": 1.5}, {"texture": -0.1}, {"scale_jitter": 1.0}):
+    assert TrainConfig(texture=0.5, scale_jitter=0.2, translation=0.2).texture == 0.5
+    for bad in ({"texture": 1.5}, {"texture": -0.1}, {"scale_jitter": 1.0}, {"translation": 1.0},
+                {"translation": -0.1}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             TrainConfig(**bad)
+
+
+def test_training_augmentation_follows_the_train_config():
+    from client.trainer import augment_spec
+    from fedprint_config.train import TrainConfig
+
+    spec = augment_spec(TrainConfig(translation=0.2, scale_jitter=0.1, texture=0.5))
+    assert (spec.translation, spec.scale, spec.texture) == (0.2, 0.1, 0.5)
+    assert spec.rotation_deg == AugmentSpec().rotation_deg  # the rest keeps its defaults
+    assert not augment_spec(TrainConfig(augment=False)).enabled
+
+
+def test_larger_translation_moves_the_print_further():
+    """A bright dot at the centre lands further from it, on average, with a larger shift (placement only)."""
+    x = torch.zeros(64, 1, 33, 33)
+    x[:, :, 16, 16] = 1.0
+    only = {k: 0.0 for k in ("rotation_deg", "scale", "elastic", "contrast", "noise", "erase_p")}
+
+    def mean_offset(shift: float) -> float:
+        out = augment(x, AugmentSpec(translation=shift, **only), torch.Generator().manual_seed(0))[:, 0]
+        idx = out.flatten(1).argmax(1)
+        return float(torch.hypot(idx // 33 - 16.0, idx % 33 - 16.0).mean())
+
+    assert mean_offset(0.2) > 1.6 * mean_offset(0.1) > 0
