@@ -244,6 +244,10 @@ VARIANTS: dict[str, dict] = {
         "fcj_r192_supcon_t005_gem_e120 with placement shifts of up to 20 % of the input side per axis instead of "
         "10 %", base="fcj_r192_supcon_t005_gem_e120", init=None, model={"pooling": "gem"},
         train={"translation": 0.2}),
+    # Twice the epochs (about 27 min a split on 2 CPU cores, inside the hour).
+    "fcj_r192_supcon_t005_gem_e240": _full_supcon(
+        "fcj_r192_supcon_t005_gem_e120 trained for 240 epochs instead of 120 (the cosine schedule stretched to match)",
+        base="fcj_r192_supcon_t005_gem_e120", init=None, model={"pooling": "gem"}, train={"epochs": 240}),
 }
 
 

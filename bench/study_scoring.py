@@ -14,6 +14,9 @@ these ways:
 * ``size N``: the plain score with N x N inputs instead of the trained size (the same model file, as
   :func:`models.model_file.with_input_size_bytes` writes it; for a 192 px FCJ model, 176 px trims background,
   208 / 224 px add it).
+* ``ensemble with V``: the mean of the plain score and the plain scores of the same split's runs of the variants
+  ``--with V`` names (run folders beside it: ``V`` for split 0, ``V-s<k>`` for split k): several networks trained
+  on the same fingers, averaged (refused if their rebuilt partitions drew other test pairs).
 
 Each row gives EER and FNMR @ FMR 1 % with its genuine / impostor pair counts; with several runs of one variant
 (``<name>``, ``<name>-s1``, ...: finger splits) each lever is paired with ``plain`` split by split (Student-t 95 %).
@@ -100,6 +103,34 @@ def _cosines(x: np.ndarray, pairs) -> np.ndarray:
     return np.einsum("ij,ij->i", x[pairs.a], x[pairs.b])
 
 
+def plain_scores(model: Path, toml: Path):
+    """(plain cosine of each held-out test pair, the pairs) of one run (first institution)."""
+    from client.experiment_data import build_clients
+    from fedprint_config.app import with_base_dir
+    from fedprint_config.experiment import load_experiment
+
+    c = build_clients(with_base_dir(load_experiment(toml)[0], ROOT), cache=False, progress=False)[0]
+    return _cosines(_features(load_model(model).encoder, c.images)[0], c.test_pairs), c.test_pairs
+
+
+def ensemble(runs: list[tuple[Path, Path]]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean plain score of several runs' networks on their common held-out pairs, and the labels.
+
+    ``runs``: (model file, experiment TOML) of each; ValueError naming the run whose rebuilt test pairs differ
+    from the first's (another split: averaging would pair scores of different prints).
+    """
+    scores, first = [], None
+    for model, toml in runs:
+        s, pairs = plain_scores(model, toml)
+        if first is None:
+            first = pairs
+        elif not all(np.array_equal(getattr(pairs, k), getattr(first, k)) for k in ("a", "b", "label")):
+            raise ValueError(f"ensemble: {model.parent} drew other held-out pairs than {runs[0][0].parent} "
+                             "(another finger split?)")
+        scores.append(s)
+    return np.mean(scores, axis=0), first.label
+
+
 def score_run(model: Path, toml: Path, *, top_ks: list[int], sizes: list[int]) -> dict[str, tuple]:
     """Scoring name -> (similarities, labels) on the run's held-out test pairs (first institution)."""
     from client.experiment_data import build_clients, experiment_partitions
@@ -154,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--top-k", default="50,100", help="AS-norm cohort sizes, comma-separated (default 50,100)")
     ap.add_argument("--sizes", default="176,208,224", help="input sizes to score at, comma-separated ('' for none)")
+    ap.add_argument("--with", dest="partners", default="",
+                    help="variants to average each run with, comma-separated: their run of the same split lies "
+                         "beside it (VARIANT for split 0, VARIANT-s<k> for split k)")
     args = ap.parse_args(argv)
     try:
         top_ks = [positive_int(s) for s in args.top_k.split(",") if s]
@@ -169,7 +203,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"study_scoring: error: {exc}", file=sys.stderr)
             return 2
         variant, split = variant_and_split(model.parent.name)
-        for how, (s, y) in score_run(model, toml, top_ks=top_ks, sizes=sizes).items():
+        scored = score_run(model, toml, top_ks=top_ks, sizes=sizes)
+        partners = [p for p in args.partners.split(",") if p]
+        if partners:
+            try:
+                members = [(model, toml)] + [run_files(str(model.parent.with_name(p + (f"-s{split}" if split else ""))))
+                                             for p in partners]
+                scored[f"ensemble with {', '.join(partners)}"] = ensemble(members)
+            except (FileNotFoundError, ValueError) as exc:
+                print(f"study_scoring: error: --with: {exc}", file=sys.stderr)
+                return 2
+        for how, (s, y) in scored.items():
             rows.append({"variant": variant, "split": split, "scoring": how,
                          "EER %": 100 * eer(s, y, higher_is_genuine=True),
                          "FNMR@FMR1 %": 100 * fnmr_at_fmr(s, y, 0.01, higher_is_genuine=True),

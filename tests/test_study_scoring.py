@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -56,3 +58,19 @@ def test_a_missing_run_folder_is_named(tmp_path, capsys):
 def test_bad_sizes_are_named(tmp_path, capsys):
     assert main(["--run", "x", "--out", str(tmp_path), "--sizes", "12x"]) == 2
     assert "--sizes" in capsys.readouterr().err
+
+
+def test_ensemble_averages_the_runs_and_refuses_other_pairs(monkeypatch):
+    import bench.study_scoring as study
+    from data.pairs import PairSet
+
+    same = PairSet(np.array([0, 1, 2]), np.array([1, 2, 3]), np.array([1, 0, 0]))
+    other = PairSet(np.array([0, 1, 2]), np.array([1, 2, 4]), np.array([1, 0, 0]))
+    table = {"a": (np.array([0.9, 0.1, 0.3]), same), "b": (np.array([0.5, 0.3, 0.1]), same),
+             "c": (np.array([0.5, 0.3, 0.1]), other)}
+    monkeypatch.setattr(study, "plain_scores", lambda model, toml: table[model.name])
+    scores, labels = study.ensemble([(Path("x/a"), Path("t")), (Path("x/b"), Path("t"))])
+    np.testing.assert_allclose(scores, [0.7, 0.2, 0.2])
+    np.testing.assert_array_equal(labels, [1, 0, 0])
+    with pytest.raises(ValueError, match="x drew other held-out pairs"):
+        study.ensemble([(Path("x/a"), Path("t")), (Path("x/c"), Path("t"))])
