@@ -37,6 +37,7 @@ References
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -226,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             "Each run's own held-out test pairs; cohort of `snorm` = the run's training images.\n\n"
             + markdown_table(rows, digits=2)
             + "\n## Paired with `plain` by split\n\n" + markdown_table(paired_rows(rows))
-            + "\n`python bench/study_scoring.py " + " ".join(argv if argv is not None else sys.argv[1:]) + "`\n")
+            + "\n`python bench/study_scoring.py " + shlex.join(argv if argv is not None else sys.argv[1:]) + "`\n")
     write_text(args.out / "scoring.md", text)
     print(text)
     return 0
