@@ -105,13 +105,14 @@ def _cosines(x: np.ndarray, pairs) -> np.ndarray:
 
 
 def plain_scores(model: Path, toml: Path):
-    """(plain cosine of each held-out test pair, the pairs) of one run (first institution)."""
+    """(plain cosine of each held-out test pair, the client whose ``test_pairs`` they are) of one run (its first
+    institution, rebuilt from the TOML: images, records, split)."""
     from client.experiment_data import build_clients
     from fedprint_config.app import with_base_dir
     from fedprint_config.experiment import load_experiment
 
     c = build_clients(with_base_dir(load_experiment(toml)[0], ROOT), cache=False, progress=False)[0]
-    return _cosines(_features(load_model(model).encoder, c.images)[0], c.test_pairs), c.test_pairs
+    return _cosines(_features(load_model(model).encoder, c.images)[0], c.test_pairs), c
 
 
 def ensemble(runs: list[tuple[Path, Path]]) -> tuple[np.ndarray, np.ndarray]:
@@ -122,7 +123,8 @@ def ensemble(runs: list[tuple[Path, Path]]) -> tuple[np.ndarray, np.ndarray]:
     """
     scores, first = [], None
     for model, toml in runs:
-        s, pairs = plain_scores(model, toml)
+        s, client = plain_scores(model, toml)
+        pairs = client.test_pairs
         if first is None:
             first = pairs
         elif not all(np.array_equal(getattr(pairs, k), getattr(first, k)) for k in ("a", "b", "label")):

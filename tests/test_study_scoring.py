@@ -66,8 +66,11 @@ def test_ensemble_averages_the_runs_and_refuses_other_pairs(monkeypatch):
 
     same = PairSet(np.array([0, 1, 2]), np.array([1, 2, 3]), np.array([1, 0, 0]))
     other = PairSet(np.array([0, 1, 2]), np.array([1, 2, 4]), np.array([1, 0, 0]))
-    table = {"a": (np.array([0.9, 0.1, 0.3]), same), "b": (np.array([0.5, 0.3, 0.1]), same),
-             "c": (np.array([0.5, 0.3, 0.1]), other)}
+    from types import SimpleNamespace as Client
+
+    table = {"a": (np.array([0.9, 0.1, 0.3]), Client(test_pairs=same)),
+             "b": (np.array([0.5, 0.3, 0.1]), Client(test_pairs=same)),
+             "c": (np.array([0.5, 0.3, 0.1]), Client(test_pairs=other))}
     monkeypatch.setattr(study, "plain_scores", lambda model, toml: table[model.name])
     scores, labels = study.ensemble([(Path("x/a"), Path("t")), (Path("x/b"), Path("t"))])
     np.testing.assert_allclose(scores, [0.7, 0.2, 0.2])
