@@ -35,8 +35,9 @@ class TrainConfig:
         wider range also randomises the ridge period (synthetic profiles draw coarser ridges than most sensors).
     translation : float
         Maximum shift per axis of the placement augmentation as a fraction of the input side (default 0.1); a
-        larger one shows the network impressions that caught another part of the finger (a finger put down
-        higher or lower on the sensor window), the commonest failure of genuine FCJ2020 pairs.
+        larger one shows the network impressions that caught another part of the finger (put down higher or
+        lower on the sensor window), where FCJ2020's failing genuine pairs cluster; 0.2 measured no gain there
+        (docs/real_prints_recipe.md).
     texture : float
         Strength in [0, 1] of the sensor-texture randomisation (pores, broken ridges, uneven ridge width, creases,
         blur, ink response; :func:`models.augment.sensor_texture`; default 0: off). Needs ``augment``.
