@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from bench.study_scoring import plain_scores  # noqa: E402
 from bench.study_tta import run_files  # noqa: E402
 from data.atomic_io import staged_folder, write_text  # noqa: E402
-from models.metrics import eer  # noqa: E402
+from models.metrics import eer, threshold_at_fmr  # noqa: E402
 
 
 def ridge_centroids(images: torch.Tensor, window: int = 15) -> tuple[np.ndarray, np.ndarray]:
@@ -63,13 +63,6 @@ def ridge_centroids(images: torch.Tensor, window: int = 15) -> tuple[np.ndarray,
     return ((mask * rows).sum((1, 2)) / total).numpy(), ((mask * cols).sum((1, 2)) / total).numpy()
 
 
-def threshold_at_fmr(scores: np.ndarray, labels: np.ndarray, fmr: float) -> float:
-    """The smallest similarity that at most a fraction ``fmr`` of the impostor pairs reach (accepted: >= it)."""
-    imp = np.sort(scores[labels == 0])[::-1]
-    k = int(np.floor(fmr * len(imp)))  # impostors allowed above; the (k+1)-th highest sets the bar
-    return float(np.nextafter(imp[k], np.inf)) if k < len(imp) else float(-np.inf)
-
-
 def _mean(x: np.ndarray) -> float:
     return float(x.mean()) if len(x) else float("nan")
 
@@ -78,7 +71,7 @@ def error_summary(scores: np.ndarray, pairs, identities: list[str], cy: np.ndarr
                   fmr: float = 0.01, person_sep: str = "_") -> dict:
     """The figures :mod:`bench.study_errors` reports for one run (see the module docstring)."""
     y = pairs.label
-    thr = threshold_at_fmr(scores, y, fmr)
+    thr = threshold_at_fmr(scores, y, fmr, higher_is_genuine=True)["threshold"]  # accepted: score >= thr
     gen, imp = y == 1, y == 0
     fail = gen & (scores < thr)
     shared = Counter(np.concatenate([pairs.a[fail], pairs.b[fail]]).tolist()).most_common(5)

@@ -106,36 +106,33 @@ def _cosines(x: np.ndarray, pairs) -> np.ndarray:
 
 def plain_scores(model: Path, toml: Path):
     """(plain cosine of each held-out test pair, the client whose ``test_pairs`` they are) of one run (its first
-    institution, rebuilt from the TOML: images, records, split)."""
-    from client.experiment_data import build_clients
-    from fedprint_config.app import with_base_dir
-    from fedprint_config.experiment import load_experiment
+    institution, rebuilt from the TOML by :func:`bench.study_dense_match.run_clients`: images, records, split)."""
+    from bench.study_dense_match import run_clients
 
-    c = build_clients(with_base_dir(load_experiment(toml)[0], ROOT), cache=False, progress=False)[0]
+    c = run_clients(toml)[1][0]
     return _cosines(_features(load_model(model).encoder, c.images)[0], c.test_pairs), c
 
 
-def ensemble(runs: list[tuple[Path, Path]]) -> tuple[np.ndarray, np.ndarray]:
-    """Mean plain score of several runs' networks on their common held-out pairs, and the labels.
+def ensemble(scores: np.ndarray, pairs, others: list[tuple[Path, Path]]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean of one run's plain ``scores`` on its held-out ``pairs`` and the plain scores of other runs' networks
+    on the same pairs, and the labels.
 
-    ``runs``: (model file, experiment TOML) of each; ValueError naming the run whose rebuilt test pairs differ
-    from the first's (another split: averaging would pair scores of different prints).
+    ``others``: (model file, experiment TOML) of each other run; ValueError naming the run whose rebuilt test pairs
+    differ (another split: averaging would pair scores of different prints).
     """
-    scores, first = [], None
-    for model, toml in runs:
+    every = [scores]
+    for model, toml in others:
         s, client = plain_scores(model, toml)
-        pairs = client.test_pairs
-        if first is None:
-            first = pairs
-        elif not all(np.array_equal(getattr(pairs, k), getattr(first, k)) for k in ("a", "b", "label")):
-            raise ValueError(f"ensemble: {model.parent} drew other held-out pairs than {runs[0][0].parent} "
-                             "(another finger split?)")
-        scores.append(s)
-    return np.mean(scores, axis=0), first.label
+        if not all(np.array_equal(getattr(client.test_pairs, k), getattr(pairs, k)) for k in ("a", "b", "label")):
+            raise ValueError(f"ensemble: {model.parent} drew other held-out pairs (another finger split?)")
+        every.append(s)
+    return np.mean(every, axis=0), pairs.label
 
 
-def score_run(model: Path, toml: Path, *, top_ks: list[int], sizes: list[int]) -> dict[str, tuple]:
-    """Scoring name -> (similarities, labels) on the run's held-out test pairs (first institution)."""
+def score_run(model: Path, toml: Path, *, top_ks: list[int], sizes: list[int],
+              partners: list[tuple[Path, Path]] | None = None) -> dict[str, tuple]:
+    """Scoring name -> (similarities, labels) on the run's held-out test pairs (first institution); ``partners``:
+    (model file, TOML) of the same split's runs to average with (:func:`ensemble`, one extra row)."""
     from client.experiment_data import build_clients, experiment_partitions
     from fedprint_config.app import with_base_dir
     from fedprint_config.experiment import load_experiment
@@ -157,6 +154,9 @@ def score_run(model: Path, toml: Path, *, top_ks: list[int], sizes: list[int]) -
         out["snorm" if k is None else f"snorm top-{k}"] = (snorm(plain, pairs.a, pairs.b, cohort, k), y)
     for size in sizes:  # the split is seeded by run.seed, not the input size: the same pairs at every size
         out[f"size {size}"] = (_cosines(_features(encoder, first_client(size).images)[0], pairs), y)
+    if partners:
+        names = ", ".join(variant_and_split(m.parent.name)[0] for m, _ in partners)  # one row name for every split
+        out[f"ensemble with {names}"] = ensemble(plain, pairs, partners)
     return out
 
 
@@ -198,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     except argparse.ArgumentTypeError as exc:
         print(f"study_scoring: error: --top-k / --sizes: {exc}", file=sys.stderr)
         return 2
+    partners = [p for p in args.partners.split(",") if p]
     rows = []
     for spec in args.run:
         try:
@@ -206,16 +207,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"study_scoring: error: {exc}", file=sys.stderr)
             return 2
         variant, split = variant_and_split(model.parent.name)
-        scored = score_run(model, toml, top_ks=top_ks, sizes=sizes)
-        partners = [p for p in args.partners.split(",") if p]
-        if partners:
-            try:
-                members = [(model, toml)] + [run_files(str(model.parent.with_name(p + (f"-s{split}" if split else ""))))
-                                             for p in partners]
-                scored[f"ensemble with {', '.join(partners)}"] = ensemble(members)
-            except (FileNotFoundError, ValueError) as exc:
-                print(f"study_scoring: error: --with: {exc}", file=sys.stderr)
-                return 2
+        try:
+            members = [run_files(str(model.parent.with_name(p + (f"-s{split}" if split else "")))) for p in partners]
+        except FileNotFoundError as exc:
+            print(f"study_scoring: error: --with: {exc}", file=sys.stderr)
+            return 2
+        try:
+            scored = score_run(model, toml, top_ks=top_ks, sizes=sizes, partners=members)
+        except ValueError as exc:  # e.g. a --with run of another finger split
+            print(f"study_scoring: error: {exc}", file=sys.stderr)
+            return 2
         for how, (s, y) in scored.items():
             rows.append({"variant": variant, "split": split, "scoring": how,
                          "EER %": 100 * eer(s, y, higher_is_genuine=True),

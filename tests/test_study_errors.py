@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from bench.study_errors import error_summary, main, montage, ridge_centroids, threshold_at_fmr
+from bench.study_errors import error_summary, main, montage, ridge_centroids
 from data.pairs import PairSet
+from models.metrics import threshold_at_fmr
 
 
 def test_ridge_centroid_finds_a_striped_patch_on_a_flat_background():
@@ -23,7 +24,7 @@ def test_threshold_lets_through_at_most_the_asked_share_of_impostors():
     rng = np.random.default_rng(0)
     s, y = rng.normal(size=1000), np.r_[np.zeros(900, int), np.ones(100, int)]
     for fmr in (0.0, 0.01, 0.05, 0.5):
-        thr = threshold_at_fmr(s, y, fmr)
+        thr = threshold_at_fmr(s, y, fmr, higher_is_genuine=True)["threshold"]  # the one study_errors uses
         assert (s[y == 0] >= thr).mean() <= fmr
         assert (s[y == 0] >= np.nextafter(thr, -np.inf) - 1e-9).mean() > fmr - 1 / 900  # and no stricter
 

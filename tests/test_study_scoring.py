@@ -72,8 +72,8 @@ def test_ensemble_averages_the_runs_and_refuses_other_pairs(monkeypatch):
              "b": (np.array([0.5, 0.3, 0.1]), Client(test_pairs=same)),
              "c": (np.array([0.5, 0.3, 0.1]), Client(test_pairs=other))}
     monkeypatch.setattr(study, "plain_scores", lambda model, toml: table[model.name])
-    scores, labels = study.ensemble([(Path("x/a"), Path("t")), (Path("x/b"), Path("t"))])
+    scores, labels = study.ensemble(table["a"][0], same, [(Path("x/b"), Path("t"))])
     np.testing.assert_allclose(scores, [0.7, 0.2, 0.2])
     np.testing.assert_array_equal(labels, [1, 0, 0])
     with pytest.raises(ValueError, match="x drew other held-out pairs"):
-        study.ensemble([(Path("x/a"), Path("t")), (Path("x/c"), Path("t"))])
+        study.ensemble(table["a"][0], same, [(Path("x/c"), Path("t"))])
