@@ -249,6 +249,13 @@ VARIANTS: dict[str, dict] = {
     "fcj_r192_supcon_t005_gem_e240": _full_supcon(
         "fcj_r192_supcon_t005_gem_e120 trained for 240 epochs instead of 120 (the cosine schedule stretched to match)",
         base="fcj_r192_supcon_t005_gem_e120", init=None, model={"pooling": "gem"}, train={"epochs": 240}),
+    # Creases, pores and dry breaks bridged before the network sees the print (the top impostors of
+    # fcj_r192_supcon_t005_gem_e120 share a crease at the same height): oriented Gabor enhancement as the input
+    # normalisation (models.preprocess.gabor_normalize).
+    "fcj_r192g_supcon_t005_gem_e120": _full_supcon(
+        "fcj_r192_supcon_t005_gem_e120 with the Gabor-enhanced ridge map as input (normalization gabor) instead "
+        "of the band-passed print", base="fcj_r192_supcon_t005_gem_e120", init=None,
+        model={"pooling": "gem", "normalization": "gabor"}),
 }
 
 

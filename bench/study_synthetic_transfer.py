@@ -65,6 +65,9 @@ VARIANTS: dict[str, Variant] = {
     "whole_print": Variant("a 192 px input instead of 128 px (19.5 x 19.5 mm at 250 dpi: a whole plain print of "
                            "the FVC / FCJ sensors)", {}, {"input_size": 192}),
     "gem": Variant("generalised-mean (GeM) pooling instead of average pooling", {}, {"pooling": "gem"}),
+    "gabor": Variant("the Gabor-enhanced ridge map as input (normalization gabor: every sensor's and the "
+                     "generator's prints redrawn as clean oriented ridges) instead of per-image standardisation", {},
+                     {"normalization": "gabor"}),
 }
 BASELINE = "baseline"
 #: Score columns of study_dense_match.score_transfer, and their names here.

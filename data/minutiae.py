@@ -25,6 +25,7 @@ from scipy import ndimage
 from skimage.morphology import skeletonize
 
 from data.record import BIFURCATION, ENDING, empty_minutiae
+from models.ridges import gabor_enhance, orientation_field
 
 # The 8 neighbours of a pixel in cyclic (clockwise on screen) order starting at north, as (drow, dcol).
 # Eq. (9) sums |x_{i+1} - x_i| around this cycle, with x_8 = x_0.
@@ -331,28 +332,6 @@ def _box(x: np.ndarray, size: int) -> np.ndarray:
     return cv2.boxFilter(x, cv2.CV_64F, (size, size), normalize=True, borderType=cv2.BORDER_REFLECT)
 
 
-def orientation_field(image: np.ndarray, sigma: float = 7.0) -> tuple[np.ndarray, np.ndarray]:
-    """Ridge orientation (radians modulo pi, image axes) and coherence in [0, 1] from the gradient structure tensor.
-
-    Parameters
-    ----------
-    image : ndarray, shape (H, W)
-        Grayscale image (any numeric dtype).
-    sigma : float, default 7.0
-        Gaussian window (pixels) over which the tensor is averaged.
-    """
-    img = image.astype(np.float64)
-    gx = cv2.Sobel(img, cv2.CV_64F, 1, 0, ksize=3)
-    gy = cv2.Sobel(img, cv2.CV_64F, 0, 1, ksize=3)
-    gxx = cv2.GaussianBlur(gx * gx, (0, 0), sigma)
-    gyy = cv2.GaussianBlur(gy * gy, (0, 0), sigma)
-    gxy = cv2.GaussianBlur(gx * gy, (0, 0), sigma)
-    # The dominant gradient direction is 1/2 atan2(2gxy, gxx - gyy); ridges run perpendicular to it.
-    theta = 0.5 * np.arctan2(2 * gxy, gxx - gyy) + np.pi / 2
-    coh = np.sqrt((gxx - gyy) ** 2 + 4 * gxy**2) / np.maximum(gxx + gyy, 1e-9)
-    return np.mod(theta, np.pi), coh
-
-
 def segment(
     image: np.ndarray, block: int = 16, var_threshold: float = 0.1, coherence_threshold: float = 0.2
 ) -> np.ndarray:
@@ -415,50 +394,6 @@ def _ridge_period(img: np.ndarray, mask: np.ndarray) -> float:
     prof = np.bincount(rb, p[band]) / np.maximum(np.bincount(rb), 1)
     f = np.argmax(prof) / 200
     return float(np.clip(1 / max(f, 1e-6), 4.0, 25.0))
-
-
-def gabor_enhance(
-    image: np.ndarray,
-    mask: np.ndarray,
-    orientation: np.ndarray,
-    period: float,
-    n_orient: int = 16,
-    sigma_across: float = 0.45,
-    sigma_along: float = 0.8,
-) -> np.ndarray:
-    """Oriented Gabor enhancement: filter with ``n_orient`` even Gabor kernels, keep each pixel's own orientation.
-
-    Parameters
-    ----------
-    image : ndarray of float64, shape (H, W)
-        Locally normalised image (zero mean, unit variance in the foreground).
-    mask : ndarray of bool
-    orientation : ndarray of float
-        Ridge orientation in radians modulo pi (:func:`orientation_field`).
-    period : float
-        Ridge period in pixels.
-    n_orient : int, default 16
-        Number of quantised orientations (filter bank size).
-    sigma_across, sigma_along : float, default 0.45, 0.8
-        Gaussian envelope sigmas across and along the ridges, as fractions of the period (a longer envelope
-        along the ridge bridges creases and pores).
-    """
-    sa, sl = sigma_across * period, sigma_along * period
-    half = int(np.ceil(3 * max(sa, sl)))
-    yy, xx = np.mgrid[-half : half + 1, -half : half + 1].astype(np.float64)
-    bins = np.round(orientation / np.pi * n_orient).astype(int) % n_orient
-    out = np.zeros_like(image)
-    for b in range(n_orient):
-        th = b * np.pi / n_orient
-        # coordinate across the ridges (perpendicular to the ridge direction th)
-        u = -xx * np.sin(th) + yy * np.cos(th)
-        v = xx * np.cos(th) + yy * np.sin(th)  # coordinate along the ridges
-        kern = np.exp(-(u**2) / (2 * sa**2) - v**2 / (2 * sl**2)) * np.cos(2 * np.pi * u / period)
-        kern -= kern.mean()
-        resp = cv2.filter2D(image, cv2.CV_64F, kern, borderType=cv2.BORDER_REFLECT)
-        sel = bins == b
-        out[sel] = resp[sel]
-    return np.where(mask, out, 0.0)
 
 
 def binarize(

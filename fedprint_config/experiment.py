@@ -171,8 +171,9 @@ class ModelSection:
     (the shipped model trained on synthetic prints only, ``models/pretrained/fedprint-synthetic.pt``; see its
     model card) or the path of a FedPrint model file. The architecture must match it; the input size may differ
     (every encoder pools globally), and so may the normalisation (the weights are only a starting point then).
-    ``normalization``: ``"standardize"`` (default), ``"unit_range"`` or ``"ridge"`` (band-pass + local contrast:
-    :func:`models.preprocess.ridge_normalize`).
+    ``normalization``: ``"standardize"`` (default), ``"unit_range"``, ``"ridge"`` (band-pass + local contrast:
+    :func:`models.preprocess.ridge_normalize`) or ``"gabor"`` (the ridge pattern redrawn by oriented Gabor
+    filters: :func:`models.preprocess.gabor_normalize`).
     """
 
     encoder: str = "compact"

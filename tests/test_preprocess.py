@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from models.preprocess import InputSpec, describe, prepare, print_coverage, ridge_normalize, to_tensor_batch
+from models.preprocess import (
+    InputSpec,
+    describe,
+    gabor_normalize,
+    prepare,
+    print_coverage,
+    ridge_normalize,
+    to_tensor_batch,
+)
 from models.ridges import ridge_period, segment_print
 
 #: Real samples beside the repository (../shared/data/real), absent outside this workplace.
@@ -204,3 +212,46 @@ def test_ridge_normalization_of_blank_and_of_a_batch():
                         InputSpec(size=96, crop="print", normalization="ridge"), 500.0)
     assert x.shape == (1, 1, 96, 96) and x.dtype == torch.float32 and float(x.abs().max()) <= 3.0
     assert "band-pass" in describe(InputSpec(normalization="ridge"))["normalization_formula"]
+
+
+def _creased(size: int = 128, width: int = 4):
+    """A striped print on a flat background with a pale crease ``width`` px wide across its ridges, and the rows
+    of the crease."""
+    ridges = _stripes(size, angle=0.3)
+    img = np.full((size, size), 200.0, np.float32)
+    inside = np.zeros((size, size), bool)
+    inside[16:-16, 16:-16] = True
+    img[inside] = 128 + 90 * ridges[inside]
+    rows = slice(size // 2 - width // 2, size // 2 - width // 2 + width)
+    img[rows, 16:-16] = 200.0  # the crease: no ridge contact at all
+    return np.clip(img, 0, 255).astype(np.uint8), ridges, rows
+
+
+def test_gabor_normalization_bridges_a_crease_that_ridge_normalization_keeps():
+    """Across a crease narrower than a ridge period the Gabor map continues the ridges (correlates with the
+    ridges the crease hid); the band-passed print has a hole there."""
+    img, ridges, rows = _creased()
+    cols = slice(32, -32)
+    truth = ridges[rows, cols].ravel()  # the maps follow the grey level: bright valleys positive
+    g, r = gabor_normalize(img), ridge_normalize(img)
+    assert np.corrcoef(g[rows, cols].ravel(), truth)[0, 1] > 0.9
+    assert np.corrcoef(r[rows, cols].ravel(), truth)[0, 1] < 0.6
+    # elsewhere on the print the map is the ridge pattern itself
+    body = (slice(24, 48), cols)
+    assert np.corrcoef(g[body].ravel(), ridges[body].ravel())[0, 1] > 0.95
+
+
+def test_gabor_normalization_is_zero_off_the_print_and_follows_the_resolution():
+    img, _, _ = _creased()
+    g = gabor_normalize(img)
+    assert g.dtype == np.float32 and float(np.abs(g).max()) <= 3.0
+    assert float(np.abs(g[:6]).max()) < 0.05 and float(np.abs(g[:, -6:]).max()) < 0.05  # flat frame -> 0
+    assert float(g[16:-16, 16:-16].std()) > 0.7
+    assert np.abs(gabor_normalize(np.full((64, 64), 200, np.uint8))).max() == 0.0
+    # the same ridges at 500 dpi (period 9 px) and a 500-dpi working resolution: the filters scale with it
+    wide = np.clip(128 + 90 * _stripes(128, period=9.0), 0, 255).astype(np.uint8)
+    g500 = gabor_normalize(wide, dpi=500.0)
+    assert np.corrcoef(g500[24:-24, 24:-24].ravel(), _stripes(128, period=9.0)[24:-24, 24:-24].ravel())[0, 1] > 0.9
+    x = to_tensor_batch([img], InputSpec(size=96, crop="print", normalization="gabor"), 250.0)
+    assert x.shape == (1, 1, 96, 96) and x.dtype == torch.float32
+    assert "Gabor" in describe(InputSpec(normalization="gabor"))["normalization_formula"]
