@@ -99,7 +99,8 @@ def describe(spec: InputSpec) -> dict:
             "gabor": "models.preprocess.gabor_normalize: ridge_normalize, then 16 oriented even Gabor filters "
                      "(envelope sigma 0.45 / 0.8 periods across / along the ridges; orientation from the gradient "
                      "structure tensor over 5s px; period = models.ridges.ridge_period clipped to [3.5s, 8s] px), "
-                     "x a 2s-px-smoothed segment_print mask, / foreground std, clip [-3, 3]; s = dpi / 250",
+                     "x the mask local std (15s px) > 0.4 x its 95th percentile smoothed over 2s px, / std on that "
+                     "mask, clip [-3, 3]; s = dpi / 250",
             }[spec.normalization]
     common = {"size": int(spec.size), "crop": spec.crop, "normalization": spec.normalization,
               "normalization_formula": norm, "input_dtype": "uint8, 2-D (H, W), with its dpi",
@@ -248,6 +249,17 @@ def ridge_normalize(crop: np.ndarray, dpi: float = 250.0) -> np.ndarray:
     return np.clip(band / np.maximum(rms, floor), -3.0, 3.0).astype(np.float32)
 
 
+def _textured(crop: np.ndarray, s: float) -> np.ndarray:
+    """Where ``crop`` has ridge texture: local std over ``15 s`` px above 40 % of its 95th percentile (all False
+    on a crop with less than one grey level of texture)."""
+    k = (int(round(15 * s)) | 1,) * 2
+    f = crop.astype(np.float32)
+    mean = cv2.blur(f, k)
+    std = np.sqrt(np.maximum(cv2.blur(f * f, k) - mean * mean, 0.0))
+    ref = float(np.percentile(std, 95))
+    return std > 0.4 * ref if ref >= 1.0 else np.zeros(crop.shape, bool)
+
+
 def gabor_normalize(crop: np.ndarray, dpi: float = 250.0) -> np.ndarray:
     """Clean ridge map of one grayscale crop at ``dpi``: float32, unit standard deviation on the print.
 
@@ -260,8 +272,10 @@ def gabor_normalize(crop: np.ndarray, dpi: float = 250.0) -> np.ndarray:
        of period ``T`` with envelope sigmas ``0.45 T`` across and ``0.8 T`` along the ridges; each pixel keeps
        the response of the filter of its own orientation. The long envelope along the ridge bridges gaps
        narrower than about a period: creases, pores, dry breaks.
-    4. Multiply by the print's mask (:func:`models.ridges.segment_print`) smoothed over ``2 s`` px (no hard
-       edge), divide by the standard deviation on the print, clip to [-3, 3].
+    4. Multiply by the print's mask smoothed over ``2 s`` px (no hard edge): pixels whose grey-level standard
+       deviation over ``15 s`` px exceeds 40 % of its 95th percentile in the crop (not Otsu's split of
+       :func:`models.ridges.segment_print`, which cuts a crop that is all print in two); divide by the standard
+       deviation on the print, clip to [-3, 3].
 
     What it cannot do: a crease wider than about two periods, or a region whose orientation the structure
     tensor gets wrong (very low quality), comes out as smooth but wrong ridges.
@@ -283,7 +297,7 @@ def gabor_normalize(crop: np.ndarray, dpi: float = 250.0) -> np.ndarray:
        IEEE TPAMI 20(8), 1998.
     """
     s = float(dpi) / 250.0
-    mask = segment_print(crop)
+    mask = _textured(crop, s)
     if not mask.any():
         return np.zeros(crop.shape, np.float32)
     ridges = ridge_normalize(crop, dpi).astype(np.float64)
