@@ -248,6 +248,11 @@ def test_gabor_normalization_is_zero_off_the_print_and_follows_the_resolution():
     assert float(np.abs(g[:6]).max()) < 0.05 and float(np.abs(g[:, -6:]).max()) < 0.05  # flat frame -> 0
     assert float(g[16:-16, 16:-16].std()) > 0.7
     assert np.abs(gabor_normalize(np.full((64, 64), 200, np.uint8))).max() == 0.0
+    # a crop that is all print, its contrast falling from right to left (pressure), keeps all of it (Otsu's
+    # split of the local std into "print" and "not" cuts the fainter half off: correlation 0.71)
+    full = _stripes(128, angle=0.3)
+    g_full = gabor_normalize(np.clip(128 + np.linspace(55, 100, 128)[None, :] * full, 0, 255).astype(np.uint8))
+    assert np.corrcoef(g_full[8:-8, 8:-8].ravel(), full[8:-8, 8:-8].ravel())[0, 1] > 0.95
     # the same ridges at 500 dpi (period 9 px) and a 500-dpi working resolution: the filters scale with it
     wide = np.clip(128 + 90 * _stripes(128, period=9.0), 0, 255).astype(np.uint8)
     g500 = gabor_normalize(wide, dpi=500.0)
