@@ -268,7 +268,7 @@ def gabor_normalize(crop: np.ndarray, dpi: float = 250.0) -> np.ndarray:
        Gaussian window of ``5 s`` px (:func:`models.ridges.orientation_field`), and the **ridge period** ``T``
        from its power spectrum (:func:`models.ridges.ridge_period`, clipped to ``[3.5 s, 8 s]`` px; ``4.5 s``
        where the crop is too small to tell), ``s = dpi / 250``.
-    3. **Oriented Gabor enhancement** ([1]_ Eq. 12; :func:`models.ridges.gabor_enhance`): 16 even Gabor filters
+    3. **Oriented Gabor enhancement** ([1]_; :func:`models.ridges.gabor_enhance`): 16 even Gabor filters
        of period ``T`` with envelope sigmas ``0.45 T`` across and ``0.8 T`` along the ridges; each pixel keeps
        the response of the filter of its own orientation. The long envelope along the ridge bridges gaps
        narrower than about a period: creases, pores, dry breaks.
