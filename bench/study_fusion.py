@@ -37,13 +37,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.study_dense_match import cached_rows, variant_and_split  # noqa: E402
-from bench.study_scoring import paired_rows, plain_scores  # noqa: E402
+from bench.study_dense_match import cached_rows  # noqa: E402
+from bench.study_scoring import plain_scores, rated_rows, write_report  # noqa: E402
 from bench.study_tta import run_files  # noqa: E402
-from data.atomic_io import write_csv, write_text  # noqa: E402
 from fedprint_config.arg_types import positive_int  # noqa: E402
-from fedprint_config.rundir import markdown_table  # noqa: E402
-from models.metrics import eer, fnmr_at_fmr, rank_fusion  # noqa: E402
+from models.metrics import rank_fusion  # noqa: E402
 
 
 def subset(labels: np.ndarray, genuine: int, impostors: int, seed: int) -> np.ndarray:
@@ -116,25 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for model, toml in runs:
-        variant, split = variant_and_split(model.parent.name)
         scored = score_run(model, toml, genuine=args.genuine, impostors=args.impostors, seed=args.seed,
                            cache_dir=args.out, progress=not args.quiet)
-        for how, (s, y) in scored.items():
-            rows.append({"variant": variant, "split": split, "scoring": how,
-                         "EER %": 100 * eer(s, y, higher_is_genuine=True),
-                         "FNMR@FMR1 %": 100 * fnmr_at_fmr(s, y, 0.01, higher_is_genuine=True),
-                         "genuine": int(y.sum()), "impostor": int((y == 0).sum())})
-            print(f"{model.parent.name} {how}: EER {rows[-1]['EER %']:.2f} % FNMR@FMR1 {rows[-1]['FNMR@FMR1 %']:.2f} %",
-                  flush=True)
-    write_csv(args.out / "fusion.csv", rows)
-    text = ("# The deep verifier fused with a minutiae matcher (beside the deep score, never instead of it)\n\n"
-            "Each run's own held-out test pairs, a random subset (pair counts per row); `classical`: afis Gabor "
-            "minutiae + Bozorth3 on the raw prints; `fused`: label-free rank fusion of `plain` and `classical`.\n\n"
-            + markdown_table(rows, digits=2)
-            + "\n## Paired with `plain` by split\n\n" + markdown_table(paired_rows(rows))
-            + "\n`python bench/study_fusion.py " + shlex.join(argv if argv is not None else sys.argv[1:]) + "`\n")
-    write_text(args.out / "fusion.md", text)
-    print(text)
+        rows += rated_rows(model.parent.name, scored)
+    write_report(args.out, "fusion", "# The deep verifier fused with a minutiae matcher (beside the deep score, never "
+                 "instead of it)\n\nEach run's own held-out test pairs, a random subset (pair counts per row); "
+                 "`classical`: afis Gabor minutiae + Bozorth3 on the raw prints; `fused`: label-free rank fusion of "
+                 "`plain` and `classical`.\n\n", rows,
+                 "python bench/study_fusion.py " + shlex.join(argv if argv is not None else sys.argv[1:]))
     return 0
 
 

@@ -165,6 +165,31 @@ def _interval(values: list[float]) -> str:
     return f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(values) > 1 else f"{m:+.1f} (one split: no interval)"
 
 
+def rated_rows(run: str, scored: dict[str, tuple]) -> list[dict]:
+    """One row per scoring of the run folder named ``run`` (``scored``: name -> (similarities, labels)): EER and
+    FNMR @ FMR 1 % with the pair counts, each printed as it comes."""
+    variant, split = variant_and_split(run)
+    rows = []
+    for how, (s, y) in scored.items():
+        rows.append({"variant": variant, "split": split, "scoring": how,
+                     "EER %": 100 * eer(s, y, higher_is_genuine=True),
+                     "FNMR@FMR1 %": 100 * fnmr_at_fmr(s, y, 0.01, higher_is_genuine=True),
+                     "genuine": int(y.sum()), "impostor": int((y == 0).sum())})
+        print(f"{run} {how}: EER {rows[-1]['EER %']:.2f} % FNMR@FMR1 {rows[-1]['FNMR@FMR1 %']:.2f} %", flush=True)
+    return rows
+
+
+def write_report(out: Path, stem: str, heading: str, rows: list[dict], command: str) -> None:
+    """``<stem>.csv`` (the rows) and ``<stem>.md`` (``heading``, the rows, each scoring paired with ``plain``,
+    the command) in ``out``; the markdown is printed too."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / f"{stem}.csv", rows)
+    text = (heading + markdown_table(rows, digits=2)
+            + "\n## Paired with `plain` by split\n\n" + markdown_table(paired_rows(rows)) + f"\n`{command}`\n")
+    write_text(out / f"{stem}.md", text)
+    print(text)
+
+
 def paired_rows(rows: list[dict]) -> list[dict]:
     """Each scoring minus ``plain`` per variant, paired by split (EER and FNMR points, Student-t 95 %)."""
     out = []
@@ -217,22 +242,10 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:  # e.g. a --with run of another finger split
             print(f"study_scoring: error: {exc}", file=sys.stderr)
             return 2
-        for how, (s, y) in scored.items():
-            rows.append({"variant": variant, "split": split, "scoring": how,
-                         "EER %": 100 * eer(s, y, higher_is_genuine=True),
-                         "FNMR@FMR1 %": 100 * fnmr_at_fmr(s, y, 0.01, higher_is_genuine=True),
-                         "genuine": int(y.sum()), "impostor": int((y == 0).sum())})
-            print(f"{model.parent.name} {how}: EER {rows[-1]['EER %']:.2f} % FNMR@FMR1 {rows[-1]['FNMR@FMR1 %']:.2f} %",
-                  flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_csv(args.out / "scoring.csv", rows)
-    text = ("# Scoring levers on held-out real pairs (nothing retrained)\n\n"
-            "Each run's own held-out test pairs; cohort of `snorm` = the run's training images.\n\n"
-            + markdown_table(rows, digits=2)
-            + "\n## Paired with `plain` by split\n\n" + markdown_table(paired_rows(rows))
-            + "\n`python bench/study_scoring.py " + shlex.join(argv if argv is not None else sys.argv[1:]) + "`\n")
-    write_text(args.out / "scoring.md", text)
-    print(text)
+        rows += rated_rows(model.parent.name, scored)
+    write_report(args.out, "scoring", "# Scoring levers on held-out real pairs (nothing retrained)\n\n"
+                 "Each run's own held-out test pairs; cohort of `snorm` = the run's training images.\n\n", rows,
+                 "python bench/study_scoring.py " + shlex.join(argv if argv is not None else sys.argv[1:]))
     return 0
 
 
