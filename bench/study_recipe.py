@@ -204,6 +204,12 @@ VARIANTS: dict[str, dict] = {
     **{f"fcj_r128_supcon_t005_gem_m{tag}_e40": _on_shipped_gem(
         f"fcj_r128_supcon_t005_gem_e40 with a cosine margin {m:g} on every positive pair (a genuine pair must beat "
         "the batch's impostors by about m)", supcon_margin=m) for tag, m in (("10", 0.1), ("25", 0.25), ("40", 0.4))},
+    # More fingers at no labelling cost (the recipe looks limited by its 108 training fingers): every training
+    # finger's flips added as new fingers ([train] flip_identities), at the real prints' step count.
+    **{f"fcj_r128_supcon_t005_gem_fl{f}_e40": _on_shipped_gem(
+        f"fcj_r128_supcon_t005_gem_e40 with every training finger's {what} added as new fingers (same steps)",
+        flip_identities=f) for f, what in ((1, "left-right mirror"),
+                                           (3, "three flips (left-right, upside-down, both)"))},
     "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
@@ -271,7 +277,7 @@ SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr12
           "fcj_rr128_supcon_t005_wd01_e40", "fcj_rr128_supcon_t005_wd05_e40", "fcj_rr128_supcon_t005_gem_tex05_e40",
           "fcj_rr128_supcon_t005_gem_sj10_e40", "fcj_r128_supcon_t005_gem_e40", "fcj_r176d344_supcon_t005_gem_e40",
           "fcj_r208d406_supcon_t005_gem_e40", "fcj_r128_supcon_t005_gem_m10_e40", "fcj_r128_supcon_t005_gem_m25_e40",
-          "fcj_r128_supcon_t005_gem_m40_e40")
+          "fcj_r128_supcon_t005_gem_m40_e40", "fcj_r128_supcon_t005_gem_fl1_e40", "fcj_r128_supcon_t005_gem_fl3_e40")
 
 
 def _toml_value(v) -> str:

@@ -82,6 +82,37 @@ def pk_batches(labels: np.ndarray, p: int, k: int, n_batches: int, rng: np.rando
     return out
 
 
+def flipped_identities(images: torch.Tensor, used: np.ndarray, labels: np.ndarray,
+                       flips: int) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
+    """The training set with mirrored twins of every finger added as new fingers (``[train] flip_identities``).
+
+    Parameters
+    ----------
+    images : Tensor, shape (N, 1, S, S)
+    used, labels : ndarray of int
+        Training image indices into ``images`` and their finger labels (:func:`identities_from_pairs`).
+    flips : int
+        0 (nothing added), 1 (the left-right mirror of every used image) or 3 (also the upside-down and the
+        rotated-by-180 degrees images).
+
+    Returns
+    -------
+    (images, used, labels)
+        ``images`` with the flipped copies appended after the originals; ``used`` and ``labels`` extended with
+        their indices and with labels offset by ``labels.max() + 1`` per flip, so that a twin is never a genuine
+        partner of its original (a mirrored print is no impression of the same finger).
+    """
+    dims = {0: [], 1: [(-1,)], 3: [(-1,), (-2,), (-2, -1)]}
+    if flips not in dims:
+        raise ValueError(f"flipped_identities: flips must be one of {sorted(dims)}, got {flips!r}")
+    n, offset = len(images), int(labels.max()) + 1
+    src = images[torch.from_numpy(used)]
+    extra = [torch.flip(src, d) for d in dims[flips]]
+    new_used = [used] + [n + i * len(used) + np.arange(len(used), dtype=used.dtype) for i in range(len(extra))]
+    new_labels = [labels] + [labels + (i + 1) * offset for i in range(len(extra))]
+    return torch.cat([images, *extra]), np.concatenate(new_used), np.concatenate(new_labels)
+
+
 def embedding_loss(emb: torch.Tensor, labels: torch.Tensor, cfg: TrainConfig) -> torch.Tensor:
     """The embedding's loss of one P x K batch under ``cfg.loss``: Eq. 1 over every pair
     (:func:`models.loss.batch_contrastive_loss`, ``cfg.margin``, ``cfg.balance``) or the supervised contrastive
@@ -183,7 +214,9 @@ def train_siamese(
     aug = augment_spec(cfg)
     if cfg.sampler == "pk":
         used, labels = identities_from_pairs(pairs)
-        per_epoch = max(1, math.ceil(len(used) / (cfg.p * cfg.k)))
+        per_epoch = max(1, math.ceil(len(used) / (cfg.p * cfg.k)))  # from the real prints, before any twin
+        if cfg.flip_identities:
+            images, used, labels = flipped_identities(images, used, labels, cfg.flip_identities)
     else:
         per_epoch = None
     dev = device or current_device()

@@ -8,6 +8,7 @@ SAMPLERS = ("pk", "pairs")
 SCHEDULES = ("cosine", "constant")
 MINUTIAE_LAYERS = ("last", "middle")
 LOSSES = ("contrastive", "supcon")
+FLIP_IDENTITIES = (0, 1, 3)
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,14 @@ class TrainConfig:
         larger one shows the network impressions that caught another part of the finger (put down higher or
         lower on the sensor window), where FCJ2020's failing genuine pairs cluster; 0.2 measured no gain there
         (docs/real_prints_recipe.md).
+    flip_identities : int
+        Mirrored twins added as extra training fingers (default 0: none): 1 adds every training finger's
+        left-right mirror image as a new finger, 3 also its upside-down and rotated-by-180 degrees images.
+        A mirrored print is not any impression of the same finger (its ridge flow turns the other way) and looks
+        like a plausible finger of the other hand, so the fingers the loss tells apart grow (1 + f)-fold at no
+        labelling cost. The step count stays that of the real prints (an epoch shows each real image
+        1 / (1 + f) times on average). Needs ``sampler = "pk"``; refused with DP-SGD (one print would give
+        several records of the privacy unit).
     texture : float
         Strength in [0, 1] of the sensor-texture randomisation (pores, broken ridges, uneven ridge width, creases,
         blur, ink response; :func:`models.augment.sensor_texture`; default 0: off). Needs ``augment``.
@@ -96,6 +105,7 @@ class TrainConfig:
     augment: bool = True
     scale_jitter: float = 0.05
     translation: float = 0.1
+    flip_identities: int = 0
     texture: float = 0.0
     dense_weight: float = 0.0
     minutiae_weight: float = 0.0
@@ -123,6 +133,8 @@ class TrainConfig:
             "schedule": self.schedule in SCHEDULES,
             "scale_jitter": 0 <= self.scale_jitter < 1,
             "translation": 0 <= self.translation < 1,
+            "flip_identities": self.flip_identities in FLIP_IDENTITIES and (self.flip_identities == 0
+                                                                            or self.sampler == "pk"),
             "texture": 0 <= self.texture <= 1,
             "dense_weight": self.dense_weight >= 0 and (self.dense_weight == 0 or self.sampler == "pk"),
             "minutiae_weight": self.minutiae_weight >= 0 and (self.minutiae_weight == 0 or self.sampler == "pk"),
@@ -142,7 +154,8 @@ class TrainConfig:
             raise ValueError(f"train: invalid value for {', '.join(bad)} (sampler one of {SAMPLERS}, schedule one "
                              f"of {SCHEDULES}, minutiae_layer one of {MINUTIAE_LAYERS}, loss one of {LOSSES} (not "
                              f"contrastive only with sampler = \"pk\"), p and k >= 2, scale_jitter and "
-                             f"translation in [0, 1), texture in [0, 1], ema and weight_decay in [0, 1), supcon_margin "
+                             f"translation in [0, 1), flip_identities one of {FLIP_IDENTITIES} (not 0 only with "
+                             f"sampler = \"pk\"), texture in [0, 1], ema and weight_decay in [0, 1), supcon_margin "
                              f"in [0, 1) and > 0 only with loss = \"supcon\", dense_weight "
                              f"and minutiae_weight > 0 only with sampler = \"pk\", positive numbers elsewhere): "
                              f"{asdict(self)}")

@@ -188,6 +188,12 @@ def _dp_section(dp: dict) -> str:
                       for r in dp["per_model"] if r["finger_delta"] >= 1.0))
 
 
+def _flip_label(flips: int) -> str:
+    """The mirrored twins of ``[train] flip_identities`` for the run report ("" without)."""
+    what = {1: "its left-right mirror", 3: "its three flips (left-right, upside-down, both)"}
+    return f"; every training finger plus {what[flips]} as new fingers" if flips else ""
+
+
 def _augment_label(train) -> str:
     """``on`` / ``off`` plus the non-default strengths (scale jitter, shift, sensor texture) for the run report."""
     if not train.augment:
@@ -210,7 +216,8 @@ def _report(cfg, mode, clients, rows, avg, history, seconds, dp, real) -> str:
         f"{', learned alignment' if cfg.model.align else ''}), input "
         f"{cfg.model.input_size} px at {cfg.model.input_dpi:g} dpi ({cfg.model.crop} crop), initial weights "
         f"{cfg.model.init}; {cfg.train.epochs} epochs, sampler {cfg.train.sampler} (P {cfg.train.p} x K "
-        f"{cfg.train.k}), augmentation {_augment_label(cfg.train)}, Adam lr {cfg.train.lr} "
+        f"{cfg.train.k}{_flip_label(cfg.train.flip_identities)}), augmentation {_augment_label(cfg.train)}, "
+        f"Adam lr {cfg.train.lr} "
         f"({cfg.train.schedule}{f', weight decay {cfg.train.weight_decay:g}' if cfg.train.weight_decay else ''}), "
         + (f"supervised contrastive loss (temperature {cfg.train.temperature:g}"
            f"{f', cosine margin {cfg.train.supcon_margin:g}' if cfg.train.supcon_margin else ''})"

@@ -145,3 +145,42 @@ def test_weight_decay_changes_training():
     plain, _ = _train_copy(net, data)
     decayed, _ = _train_copy(net, data, weight_decay=0.5)
     assert sum(p.norm() ** 2 for p in decayed.parameters()) < sum(p.norm() ** 2 for p in plain.parameters())
+
+
+def test_flipped_identities_are_new_fingers():
+    """[train] flip_identities: every used image's flips appended as fingers of their own, never partners of
+    the original (a mirrored print is no impression of its finger)."""
+    from client.trainer import flipped_identities
+
+    images = torch.arange(5 * 4 * 4, dtype=torch.float32).view(5, 1, 4, 4)
+    used, labels = np.array([0, 2, 3]), np.array([0, 0, 1])
+    same = flipped_identities(images, used, labels, 0)
+    assert torch.equal(same[0], images) and (same[1] == used).all() and (same[2] == labels).all()
+    out, u, lab = flipped_identities(images, used, labels, 3)
+    assert out.shape == (5 + 3 * 3, 1, 4, 4) and torch.equal(out[:5], images)
+    assert (u == [0, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13]).all()
+    assert (lab == [0, 0, 1, 2, 2, 3, 4, 4, 5, 6, 6, 7]).all()  # offset labels.max() + 1 per flip
+    assert torch.equal(out[6], images[2].flip(-1))  # left-right mirror of image 2
+    assert torch.equal(out[9], images[2].flip(-2))  # upside-down
+    assert torch.equal(out[12], images[2].flip(-2).flip(-1))  # rotated by 180 degrees
+    with pytest.raises(ValueError, match="flips must be one of"):
+        flipped_identities(images, used, labels, 2)
+
+
+def test_flip_identities_is_validated_and_trains_at_the_real_prints_step_count(monkeypatch):
+    import client.trainer as trainer
+
+    with pytest.raises(ValueError, match="flip_identities"):
+        TrainConfig(flip_identities=2)
+    with pytest.raises(ValueError, match="flip_identities"):
+        TrainConfig(flip_identities=1, sampler="pairs")
+    calls, real = [], trainer.pk_batches
+    monkeypatch.setattr(trainer, "pk_batches", lambda lab, p, k, n, rng: calls.append((len(set(lab)), n))
+                        or real(lab, p, k, n, rng))
+    net, data = _ema_setup()
+    plain, h_plain = _train_copy(net, data)
+    twins, h_twins = _train_copy(net, data, flip_identities=1)
+    (f_plain, n_plain), (f_twins, n_twins) = calls[0], calls[-1]
+    assert f_twins == 2 * f_plain and n_twins == n_plain  # twice the fingers, the real prints' step count
+    assert [h["images"] for h in h_twins] == [2 * h["images"] for h in h_plain]  # the twins fill the P slots
+    assert any(not torch.equal(a, b) for a, b in zip(plain.parameters(), twins.parameters(), strict=True))
