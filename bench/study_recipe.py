@@ -255,6 +255,12 @@ VARIANTS: dict[str, dict] = {
     "fcj_r192_supcon_t005_gem_e240": _full_supcon(
         "fcj_r192_supcon_t005_gem_e120 trained for 240 epochs instead of 120 (the cosine schedule stretched to match)",
         base="fcj_r192_supcon_t005_gem_e120", init=None, model={"pooling": "gem"}, train={"epochs": 240}),
+    # The screened flipped twins at the full budget ([train] flip_identities; same steps as the recipe).
+    **{f"fcj_r192_supcon_t005_gem_fl{f}_e120": _full_supcon(
+        f"fcj_r192_supcon_t005_gem_e120 with every training finger's {what} added as new fingers (the screened "
+        f"fcj_r128_supcon_t005_gem_fl{f}_e40 at the full budget)", base="fcj_r192_supcon_t005_gem_e120", init=None,
+        model={"pooling": "gem"}, train={"flip_identities": f})
+       for f, what in ((1, "left-right mirror"), (3, "three flips (left-right, upside-down, both)"))},
     # Creases, pores and dry breaks bridged before the network sees the print (the top impostors of
     # fcj_r192_supcon_t005_gem_e120 share a crease at the same height): oriented Gabor enhancement as the input
     # normalisation (models.preprocess.gabor_normalize).
