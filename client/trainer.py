@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 from client.minutiae_targets import minutiae_maps
 from data.pairs import PairSet, sample_epoch_pairs
 from fedprint_config import TrainConfig
+from fedprint_config.train import FLIP_IDENTITIES
 from models.augment import AugmentSpec, augment
 from models.dense_loss import dense_contrastive_loss
 from models.device import autocast, current_device, grad_scaler, on_device
@@ -102,12 +103,11 @@ def flipped_identities(images: torch.Tensor, used: np.ndarray, labels: np.ndarra
         their indices and with labels offset by ``labels.max() + 1`` per flip, so that a twin is never a genuine
         partner of its original (a mirrored print is no impression of the same finger).
     """
-    dims = {0: [], 1: [(-1,)], 3: [(-1,), (-2,), (-2, -1)]}
-    if flips not in dims:
-        raise ValueError(f"flipped_identities: flips must be one of {sorted(dims)}, got {flips!r}")
+    if flips not in FLIP_IDENTITIES:
+        raise ValueError(f"flipped_identities: flips must be one of {FLIP_IDENTITIES}, got {flips!r}")
     n, offset = len(images), int(labels.max()) + 1
     src = images[torch.from_numpy(used)]
-    extra = [torch.flip(src, d) for d in dims[flips]]
+    extra = [torch.flip(src, d) for d in ((-1,), (-2,), (-2, -1))[:flips]]  # mirror first, then the other two
     new_used = [used] + [n + i * len(used) + np.arange(len(used), dtype=used.dtype) for i in range(len(extra))]
     new_labels = [labels] + [labels + (i + 1) * offset for i in range(len(extra))]
     return torch.cat([images, *extra]), np.concatenate(new_used), np.concatenate(new_labels)
