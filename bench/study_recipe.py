@@ -210,6 +210,11 @@ VARIANTS: dict[str, dict] = {
         f"fcj_r128_supcon_t005_gem_e40 with every training finger's {what} added as new fingers (same steps)",
         flip_identities=f) for f, what in ((1, "left-right mirror"),
                                            (3, "three flips (left-right, upside-down, both)"))},
+    # A proxy per training finger (CosFace, models.proxy_loss) beside SupCon: every image ranked against all 108
+    # training fingers each step, not only the 15 others of its batch.
+    **{f"fcj_r128_supcon_t005_gem_px{tag}_e40": _on_shipped_gem(
+        f"fcj_r128_supcon_t005_gem_e40 with a CosFace proxy loss (margin 0.2) of weight {w:g} added",
+        proxy_weight=w, proxy_margin=0.2) for tag, w in (("1", 1.0), ("03", 0.3))},
     "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
@@ -261,6 +266,11 @@ VARIANTS: dict[str, dict] = {
         f"fcj_r128_supcon_t005_gem_fl{f}_e40 at the full budget)", base="fcj_r192_supcon_t005_gem_e120", init=None,
         model={"pooling": "gem"}, train={"flip_identities": f})
        for f, what in ((1, "left-right mirror"), (3, "three flips (left-right, upside-down, both)"))},
+    # The two levers on FCJ's own held-out fingers together: mirrored twins and the 10 validation fingers trained on.
+    "fcj_r192_supcon_t005_gem_fl1_v02_e120": _full_supcon(
+        "fcj_r192_supcon_t005_gem_fl1_e120 trained on 118 of the 120 non-test fingers instead of 108 (val_fraction "
+        "0.02, as fcj_rr192_supcon_t005_v02_e120)", base="fcj_r192_supcon_t005_gem_fl1_e120", init=None,
+        model={"pooling": "gem"}, train={"flip_identities": 1}, val_fraction=0.02),
     # Creases, pores and dry breaks bridged before the network sees the print (the top impostors of
     # fcj_r192_supcon_t005_gem_e120 share a crease at the same height): oriented Gabor enhancement as the input
     # normalisation (models.preprocess.gabor_normalize).
@@ -283,7 +293,8 @@ SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr12
           "fcj_rr128_supcon_t005_wd01_e40", "fcj_rr128_supcon_t005_wd05_e40", "fcj_rr128_supcon_t005_gem_tex05_e40",
           "fcj_rr128_supcon_t005_gem_sj10_e40", "fcj_r128_supcon_t005_gem_e40", "fcj_r176d344_supcon_t005_gem_e40",
           "fcj_r208d406_supcon_t005_gem_e40", "fcj_r128_supcon_t005_gem_m10_e40", "fcj_r128_supcon_t005_gem_m25_e40",
-          "fcj_r128_supcon_t005_gem_m40_e40", "fcj_r128_supcon_t005_gem_fl1_e40", "fcj_r128_supcon_t005_gem_fl3_e40")
+          "fcj_r128_supcon_t005_gem_m40_e40", "fcj_r128_supcon_t005_gem_fl1_e40", "fcj_r128_supcon_t005_gem_fl3_e40",
+          "fcj_r128_supcon_t005_gem_px1_e40", "fcj_r128_supcon_t005_gem_px03_e40")
 
 
 def _toml_value(v) -> str:

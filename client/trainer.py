@@ -38,6 +38,7 @@ from models.dense_loss import dense_contrastive_loss
 from models.device import autocast, current_device, grad_scaler, on_device
 from models.loss import batch_contrastive_loss, contrastive_loss
 from models.minutiae_map import MinutiaeHead, minutiae_map_loss
+from models.proxy_loss import class_mean_proxies, proxy_cosface_loss
 from models.supcon import batch_supcon_loss
 
 
@@ -196,7 +197,9 @@ def train_siamese(
     list of dict
         Per epoch: ``epoch``, ``loss`` (mean over steps), ``pairs`` (pairs scored), ``genuine``, ``images``
         (forward passes), ``seconds``; with ``cfg.minutiae_weight`` > 0 also ``minutiae_loss`` (the mean
-        :func:`models.minutiae_map.minutiae_map_loss`, before its weight).
+        :func:`models.minutiae_map.minutiae_map_loss`, before its weight), with ``cfg.proxy_weight`` > 0
+        ``proxy_loss`` (the mean :func:`models.proxy_loss.proxy_cosface_loss`, before its weight). ``loss``
+        includes both, weighted.
     """
     if len(pairs) == 0 or pairs.n_genuine == 0:
         raise ValueError("train_siamese: the training pairs contain no genuine pair; nothing to learn from")
@@ -221,10 +224,11 @@ def train_siamese(
         per_epoch = None
     dev = device or current_device()
     minutiae = _minutiae_task(encoder, images, used, cfg, dev, progress) if cfg.minutiae_weight > 0 else None
+    proxies = _proxy_task(encoder, images, used, labels, cfg, dev) if cfg.proxy_weight > 0 else None
     with on_device(encoder, dev):
         return _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used if cfg.sampler == "pk" else None,
                       labels if cfg.sampler == "pk" else None, per_epoch, dev, amp, progress, desc, regularizer,
-                      minutiae)
+                      minutiae, proxies)
 
 
 def _minutiae_task(encoder, images, used, cfg, dev, progress):
@@ -237,13 +241,24 @@ def _minutiae_task(encoder, images, used, cfg, dev, progress):
     return head, adam(head.parameters(), cfg), minutiae_maps(images, used, progress=progress)
 
 
+def _proxy_task(encoder, images, used, labels, cfg, dev):
+    """(proxies, their optimizer) of the proxy loss: one row per training finger (twins included), started at the
+    finger's mean embedding of the un-augmented images, moved by Adam at 10 x ``cfg.lr`` (a proxy stands for a
+    whole finger and has to keep up with every step's encoder; proxy methods train them faster still)."""
+    emb = embed(encoder, images[torch.from_numpy(used)], device=dev)
+    start = class_mean_proxies(emb, torch.from_numpy(labels), int(labels.max()) + 1)
+    proxies = nn.Parameter(start.to(dev))
+    return proxies, torch.optim.Adam([proxies], lr=10 * cfg.lr)
+
+
 def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_epoch, dev, amp, progress, desc,
-           regularizer, minutiae=None) -> list[dict]:
+           regularizer, minutiae=None, proxies=None) -> list[dict]:
     """The epochs of :func:`train_siamese`, with ``encoder`` already on ``dev``."""
     scaler = grad_scaler(dev, amp)
     average = (AveragedModel(encoder, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema), use_buffers=True)
                if cfg.ema > 0 else None)
     head, head_opt, maps = minutiae or (None, None, None)
+    proxy, proxy_opt = proxies or (None, None)
     need_map = cfg.dense_weight > 0 or head is not None
     encoder.train()
     history = []
@@ -261,7 +276,7 @@ def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_ep
             steps_idx = [slice(s, s + cfg.batch_size) for s in range(0, len(order), cfg.batch_size)]
         if sched is None:
             sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg, cfg.epochs * len(steps_idx)))
-        total, steps, scored, genuine, embedded, m_total = 0.0, 0, 0, 0, 0, 0.0
+        total, steps, scored, genuine, embedded, m_total, p_total = 0.0, 0, 0, 0, 0, 0.0, 0.0
         bar = tqdm(range(len(steps_idx)), desc=f"{desc} epoch {epoch + 1}/{cfg.epochs}", disable=not progress,
                    leave=False, unit="batch")
         for s in bar:
@@ -283,6 +298,11 @@ def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_ep
                     m_loss = minutiae_map_loss(pred, target)
                     m_total += float(m_loss.detach())
                     loss = loss + cfg.minutiae_weight * m_loss
+                if proxy is not None:
+                    p_loss = proxy_cosface_loss(emb.float(), lab.to(dev), proxy, scale=1 / cfg.temperature,
+                                                margin=cfg.proxy_margin)
+                    p_total += float(p_loss.detach())
+                    loss = loss + cfg.proxy_weight * p_loss
                 n = len(idx)
                 g = int(np.sum(np.bincount(step_labels[s]) * (np.bincount(step_labels[s]) - 1) // 2))
                 scored, genuine, embedded = scored + n * (n - 1) // 2, genuine + g, embedded + n
@@ -295,7 +315,7 @@ def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_ep
                 loss = contrastive_loss(e1.float(), e2.float(), torch.from_numpy(y[sl]).to(dev), margin=cfg.margin)
                 scored, genuine = scored + len(ia), genuine + int(y[sl].sum())
                 embedded += 2 * len(ia)
-            opts = [opt] if head_opt is None else [opt, head_opt]
+            opts = [o for o in (opt, head_opt, proxy_opt) if o is not None]
             for o in opts:
                 o.zero_grad(set_to_none=True)
             total_loss = loss + regularizer() if regularizer is not None else loss
@@ -316,7 +336,8 @@ def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_ep
             bar.set_postfix(loss=f"{total / steps:.4f}")
         history.append({"epoch": epoch + 1, "loss": total / max(steps, 1), "pairs": scored, "genuine": genuine,
                         "images": embedded, "seconds": time.perf_counter() - t0}
-                       | ({"minutiae_loss": m_total / max(steps, 1)} if head is not None else {}))
+                       | ({"minutiae_loss": m_total / max(steps, 1)} if head is not None else {})
+                       | ({"proxy_loss": p_total / max(steps, 1)} if proxy is not None else {}))
     if average is not None:
         encoder.load_state_dict(average.module.state_dict())
     return history

@@ -71,6 +71,13 @@ class TrainConfig:
     supcon_margin : float
         Additive cosine margin in [0, 1) on the positive pairs of ``loss = "supcon"`` (CosFace-style; default 0:
         Khosla's loss; see :func:`models.supcon.batch_supcon_loss`).
+    proxy_weight : float
+        Weight of a proxy loss added to the embedding's loss (default 0: off): one learned unit vector per
+        training finger (started at the finger's mean embedding, trained at 10 x ``lr``, dropped after the call)
+        and CosFace's large-margin cosine loss of every batch image against all of them, scale 1 / ``temperature``
+        (:func:`models.proxy_loss.proxy_cosface_loss`). Needs ``sampler = "pk"``; refused with DP-SGD.
+    proxy_margin : float
+        CosFace's cosine margin m in [0, 1) on the true finger's proxy (default 0.2); used with ``proxy_weight``.
     ema : float
         Decay of an exponential moving average of the weights, updated after every step; the average replaces the
         weights when the call ends (default 0: off). The average forgets with a horizon of about
@@ -113,6 +120,8 @@ class TrainConfig:
     loss: str = "contrastive"
     temperature: float = 0.1
     supcon_margin: float = 0.0
+    proxy_weight: float = 0.0
+    proxy_margin: float = 0.2
     ema: float = 0.0
     weight_decay: float = 0.0
     schedule: str = "cosine"
@@ -142,6 +151,8 @@ class TrainConfig:
             "loss": self.loss in LOSSES and (self.loss == "contrastive" or self.sampler == "pk"),
             "temperature": self.temperature > 0,
             "supcon_margin": 0 <= self.supcon_margin < 1 and (self.supcon_margin == 0 or self.loss == "supcon"),
+            "proxy_weight": self.proxy_weight >= 0 and (self.proxy_weight == 0 or self.sampler == "pk"),
+            "proxy_margin": 0 <= self.proxy_margin < 1,
             "ema": 0 <= self.ema < 1,
             "weight_decay": 0 <= self.weight_decay < 1,
             "batch_size": self.batch_size >= 1,
@@ -156,6 +167,6 @@ class TrainConfig:
                              f"contrastive only with sampler = \"pk\"), p and k >= 2, scale_jitter and "
                              f"translation in [0, 1), flip_identities one of {FLIP_IDENTITIES} (not 0 only with "
                              f"sampler = \"pk\"), texture in [0, 1], ema and weight_decay in [0, 1), supcon_margin "
-                             f"in [0, 1) and > 0 only with loss = \"supcon\", dense_weight "
-                             f"and minutiae_weight > 0 only with sampler = \"pk\", positive numbers elsewhere): "
-                             f"{asdict(self)}")
+                             f"in [0, 1) and > 0 only with loss = \"supcon\", proxy_margin in [0, 1), "
+                             f"dense_weight, minutiae_weight and proxy_weight > 0 only with sampler = \"pk\", "
+                             f"positive numbers elsewhere): {asdict(self)}")

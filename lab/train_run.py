@@ -226,6 +226,8 @@ def _report(cfg, mode, clients, rows, avg, history, seconds, dp, real) -> str:
         + (f", dense-match loss weight {cfg.train.dense_weight:g}" if cfg.train.dense_weight > 0 else "")
         + (f", minutiae-map loss weight {cfg.train.minutiae_weight:g} (targets from the extractor on the inputs)"
            if cfg.train.minutiae_weight > 0 else "")
+        + (f", proxy loss weight {cfg.train.proxy_weight:g} (CosFace, margin {cfg.train.proxy_margin:g})"
+           if cfg.train.proxy_weight > 0 else "")
         + (f", weights averaged (EMA decay {cfg.train.ema:g})" if cfg.train.ema > 0 else "")
         + f"; {fp}{dp_line}\n"
         "- evaluation on raw probes (what a deployed verifier sees)"

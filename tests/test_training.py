@@ -184,3 +184,17 @@ def test_flip_identities_is_validated_and_trains_at_the_real_prints_step_count(m
     assert f_twins == 2 * f_plain and n_twins == n_plain  # twice the fingers, the real prints' step count
     assert [h["images"] for h in h_twins] == [2 * h["images"] for h in h_plain]  # the twins fill the P slots
     assert any(not torch.equal(a, b) for a, b in zip(plain.parameters(), twins.parameters(), strict=True))
+
+
+def test_proxy_loss_is_validated_reported_and_changes_training():
+    with pytest.raises(ValueError, match="proxy_weight"):
+        TrainConfig(proxy_weight=1.0, sampler="pairs")
+    with pytest.raises(ValueError, match="proxy_margin"):
+        TrainConfig(proxy_margin=1.0)
+    net, data = _ema_setup()
+    plain, h_plain = _train_copy(net, data)
+    proxy, h_proxy = _train_copy(net, data, proxy_weight=1.0)
+    # one step an epoch: the first step starts from the same weights, so only the weighted proxy term differs
+    assert h_proxy[0]["loss"] == pytest.approx(h_plain[0]["loss"] + h_proxy[0]["proxy_loss"], rel=1e-5)
+    assert h_proxy[0]["proxy_loss"] > 0 and "proxy_loss" not in h_plain[0]
+    assert any(not torch.equal(a, b) for a, b in zip(plain.parameters(), proxy.parameters(), strict=True))
