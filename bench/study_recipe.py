@@ -271,6 +271,12 @@ VARIANTS: dict[str, dict] = {
         "fcj_r192_supcon_t005_gem_fl1_e120 trained on 118 of the 120 non-test fingers instead of 108 (val_fraction "
         "0.02, as fcj_rr192_supcon_t005_v02_e120)", base="fcj_r192_supcon_t005_gem_fl1_e120", init=None,
         model={"pooling": "gem"}, train={"flip_identities": 1}, val_fraction=0.02),
+    # ... and the screened proxy loss on top (fcj_r128_supcon_t005_gem_px03_e40: EER -0.1, FNMR -2.9 points).
+    "fcj_r192_supcon_t005_gem_fl1_v02_px03_e120": _full_supcon(
+        "fcj_r192_supcon_t005_gem_fl1_v02_e120 with a CosFace proxy loss (weight 0.3, margin 0.2; the screened "
+        "fcj_r128_supcon_t005_gem_px03_e40 at the full budget)", base="fcj_r192_supcon_t005_gem_fl1_v02_e120",
+        init=None, model={"pooling": "gem"},
+        train={"flip_identities": 1, "proxy_weight": 0.3, "proxy_margin": 0.2}, val_fraction=0.02),
     # Creases, pores and dry breaks bridged before the network sees the print (the top impostors of
     # fcj_r192_supcon_t005_gem_e120 share a crease at the same height): oriented Gabor enhancement as the input
     # normalisation (models.preprocess.gabor_normalize).
