@@ -91,6 +91,13 @@ def _full_supcon(what: str, *, base: str | None = None, init: str | None = "pret
             **({"init": init} if init else {}), **({"base": base} if base else {}), "train": train, **extra}
 
 
+def _on_recipe(what: str, *, base: str = "fcj_r192_supcon_t005_gem_e120", model: dict | None = None,
+               **extra) -> dict:
+    """A full-budget lever on the shipped experiment's recipe (``experiments/real_sensors_fcj.toml``: from the shipped
+    model, 192 px, ridge normalisation, SupCon τ 0.05, GeM pooling, 120 epochs), paired with ``base``."""
+    return _full_supcon(what, base=base, init=None, model={"pooling": "gem", **(model or {})}, **extra)
+
+
 def _wide(width: int, times: str) -> dict[str, dict]:
     """Synthetic ridge pre-training, the full FCJ recipe, and that recipe with SupCon τ 0.05, at ``width``."""
     pre, model = f"pretrain_ridge_w{width}", {"input_size": 192, "normalization": "ridge", "width": width}
@@ -245,45 +252,40 @@ VARIANTS: dict[str, dict] = {
                                                   "of pretrain_ridge", base="fcj_rr192_supcon_t005_gem_e120",
                                                   init=None, model={"pooling": "gem"}),
     # The screened SupCon margin at the full budget (m 0.25: every screened split at or below the baseline).
-    "fcj_r192_supcon_t005_gem_m25_e120": _full_supcon(
+    "fcj_r192_supcon_t005_gem_m25_e120": _on_recipe(
         "fcj_r192_supcon_t005_gem_e120 with a cosine margin 0.25 on SupCon's positive pairs (the screened "
-        "fcj_r128_supcon_t005_gem_m25_e40 at the full budget)", base="fcj_r192_supcon_t005_gem_e120", init=None,
-        model={"pooling": "gem"}, train={"supcon_margin": 0.25}),
+        "fcj_r128_supcon_t005_gem_m25_e40 at the full budget)", train={"supcon_margin": 0.25}),
     # Placement: the worst genuine FCJ2020 pairs of fcj_r192_supcon_t005_gem_e120 are impressions that caught another
     # part of the finger (placed higher or lower on the window); a shift of up to 20 % of the side, not 10 %
     # (3 splits: -0.06 EER points, not adopted).
-    "fcj_r192_supcon_t005_gem_tr20_e120": _full_supcon(
+    "fcj_r192_supcon_t005_gem_tr20_e120": _on_recipe(
         "fcj_r192_supcon_t005_gem_e120 with placement shifts of up to 20 % of the input side per axis instead of "
-        "10 %", base="fcj_r192_supcon_t005_gem_e120", init=None, model={"pooling": "gem"},
-        train={"translation": 0.2}),
+        "10 %", train={"translation": 0.2}),
     # Twice the epochs (29-32 min a split on 2 CPU cores, inside the issue's hour; 2 splits: no gain).
-    "fcj_r192_supcon_t005_gem_e240": _full_supcon(
+    "fcj_r192_supcon_t005_gem_e240": _on_recipe(
         "fcj_r192_supcon_t005_gem_e120 trained for 240 epochs instead of 120 (the cosine schedule stretched to match)",
-        base="fcj_r192_supcon_t005_gem_e120", init=None, model={"pooling": "gem"}, train={"epochs": 240}),
+        train={"epochs": 240}),
     # The screened flipped twins at the full budget ([train] flip_identities; same steps as the recipe).
-    **{f"fcj_r192_supcon_t005_gem_fl{f}_e120": _full_supcon(
+    **{f"fcj_r192_supcon_t005_gem_fl{f}_e120": _on_recipe(
         f"fcj_r192_supcon_t005_gem_e120 with every training finger's {what} added as new fingers (the screened "
-        f"fcj_r128_supcon_t005_gem_fl{f}_e40 at the full budget)", base="fcj_r192_supcon_t005_gem_e120", init=None,
-        model={"pooling": "gem"}, train={"flip_identities": f})
+        f"fcj_r128_supcon_t005_gem_fl{f}_e40 at the full budget)", train={"flip_identities": f})
        for f, what in ((1, "left-right mirror"), (3, "three flips (left-right, upside-down, both)"))},
     # The two levers on FCJ's own held-out fingers together: mirrored twins and the 10 validation fingers trained on.
-    "fcj_r192_supcon_t005_gem_fl1_v02_e120": _full_supcon(
+    "fcj_r192_supcon_t005_gem_fl1_v02_e120": _on_recipe(
         "fcj_r192_supcon_t005_gem_fl1_e120 trained on 118 of the 120 non-test fingers instead of 108 (val_fraction "
-        "0.02, as fcj_rr192_supcon_t005_v02_e120)", base="fcj_r192_supcon_t005_gem_fl1_e120", init=None,
-        model={"pooling": "gem"}, train={"flip_identities": 1}, val_fraction=0.02),
+        "0.02, as fcj_rr192_supcon_t005_v02_e120)", base="fcj_r192_supcon_t005_gem_fl1_e120",
+        train={"flip_identities": 1}, val_fraction=0.02),
     # ... and the screened proxy loss on top (fcj_r128_supcon_t005_gem_px03_e40: EER -0.1, FNMR -2.9 points).
-    "fcj_r192_supcon_t005_gem_fl1_v02_px03_e120": _full_supcon(
+    "fcj_r192_supcon_t005_gem_fl1_v02_px03_e120": _on_recipe(
         "fcj_r192_supcon_t005_gem_fl1_v02_e120 with a CosFace proxy loss (weight 0.3, margin 0.2; the screened "
         "fcj_r128_supcon_t005_gem_px03_e40 at the full budget)", base="fcj_r192_supcon_t005_gem_fl1_v02_e120",
-        init=None, model={"pooling": "gem"},
         train={"flip_identities": 1, "proxy_weight": 0.3, "proxy_margin": 0.2}, val_fraction=0.02),
     # Creases, pores and dry breaks bridged before the network sees the print (the top impostors of
     # fcj_r192_supcon_t005_gem_e120 share a crease at the same height): oriented Gabor enhancement as the input
     # normalisation (models.preprocess.gabor_normalize).
-    "fcj_r192g_supcon_t005_gem_e120": _full_supcon(
+    "fcj_r192g_supcon_t005_gem_e120": _on_recipe(
         "fcj_r192_supcon_t005_gem_e120 with the Gabor-enhanced ridge map as input (normalization gabor) instead "
-        "of the band-passed print", base="fcj_r192_supcon_t005_gem_e120", init=None,
-        model={"pooling": "gem", "normalization": "gabor"}),
+        "of the band-passed print", model={"normalization": "gabor"}),
 }
 
 
