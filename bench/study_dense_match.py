@@ -6,7 +6,7 @@ held-out pair is scored three ways by the SAME network, nothing retrained:
 
 * ``global``: the embedding distance (what ``fedprint verify`` uses);
 * ``dense``: :func:`models.dense_match.pair_similarities`, the best shifted mean cosine of the cell descriptors;
-* ``global + dense``: :func:`models.dense_match.zscore_fusion` of the two, standardised on each institution's
+* ``global + dense``: :func:`models.metrics.zscore_fusion` of the two, standardised on each institution's
   VALIDATION pairs (no test pair, no label sets a weight).
 
 Where the classical matcher (afis Gabor + Bozorth3) scored a subset of the run's pairs (``classical_comparison.csv``
@@ -52,9 +52,8 @@ from models.dense_match import (  # noqa: E402
     pair_similarities,
     print_features,
     search_of,
-    zscore_fusion,
 )
-from models.metrics import eer, fnmr_at_fmr  # noqa: E402
+from models.metrics import eer, fnmr_at_fmr, zscore_fusion  # noqa: E402
 from models.model_file import load_model  # noqa: E402
 
 SCORES = ("global", "dense", "global + dense")

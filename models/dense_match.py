@@ -14,8 +14,8 @@ matcher (Maltoni et al. 2009, Sec. 4.7) run on learned local features instead of
 the training augmentation by default; :func:`pair_dense_scores` can also search rotations of the second print.
 The network is the one trained for the embedding; nothing is retrained.
 
-:func:`zscore_fusion` combines it with the embedding distance into one deep score. Both are outputs of the same
-network: this is not a fusion with a minutiae matcher.
+:func:`models.metrics.zscore_fusion` combines it with the embedding distance into one deep score. Both are outputs
+of the same network: this is not a fusion with a minutiae matcher (that one: ``bench/study_fusion.py``).
 
 References
 ----------
@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.device import on_device
+from models.metrics import choose_threshold, standardised_sum
 
 #: Default search radius in cells (5 cells = 80 input px = about 8 mm at 250 dpi).
 RADIUS = 5
@@ -252,33 +253,6 @@ def pair_dense_scores(encoder: nn.Module, images: torch.Tensor, a, b, *, radius:
                              min_overlap=min_overlap)[1]
 
 
-def _standardised_sum(scores: list[np.ndarray], stats: list[tuple[float, float]]) -> np.ndarray:
-    """Σ_k (scores[k] − mean_k) / std_k with the given (mean, std) of each score."""
-    fused = np.zeros(len(scores[0]), float)
-    for s, (mean, sd) in zip(scores, stats, strict=True):
-        fused += (np.asarray(s, float) - mean) / sd
-    return fused
-
-
-def zscore_fusion(reference: list[np.ndarray], scores: list[np.ndarray]) -> np.ndarray:
-    """Sum of similarity scores, each standardised by the mean and std of its ``reference`` scores.
-
-    ``reference[k]`` holds score k on pairs other than those scored (e.g. the validation pairs): no test pair
-    and no label is used to set the weights, so the fused score can serve a deployed verifier with one
-    threshold. Every score must be a similarity (higher = same finger): pass −distance for a distance.
-    """
-    if len(reference) != len(scores) or not scores:
-        raise ValueError("zscore_fusion: one reference set per score is needed")
-    stats = []
-    for ref in reference:
-        ref = np.asarray(ref, float)
-        sd = float(ref.std())
-        if len(ref) < 2 or not np.isfinite(sd) or sd == 0:
-            raise ValueError("zscore_fusion: a reference set needs at least two distinct finite scores")
-        stats.append((float(ref.mean()), sd))
-    return _standardised_sum(scores, stats)
-
-
 def fusion_calibration(global_similarity: np.ndarray, dense: np.ndarray, labels: np.ndarray, *,
                        radius: int = RADIUS, min_overlap: int = MIN_OVERLAP, angles: tuple[float, ...] = ANGLES
                        ) -> dict:
@@ -297,11 +271,9 @@ def fusion_calibration(global_similarity: np.ndarray, dense: np.ndarray, labels:
     -------
     dict
         ``radius``, ``min_overlap``, ``angles``, the mean and standard deviation of each score over the pairs
-        (the weights of :func:`zscore_fusion`), ``threshold``: the accuracy-optimal fused score (match iff
-        score >= it) and ``pairs``: how many validation pairs set them.
+        (the weights of :func:`models.metrics.zscore_fusion`), ``threshold``: the accuracy-optimal fused score
+        (match iff score >= it) and ``pairs``: how many validation pairs set them.
     """
-    from models.metrics import choose_threshold
-
     g, d, y = (np.asarray(v, float) for v in (global_similarity, dense, labels))
     if not (g.shape == d.shape == y.shape) or g.ndim != 1:
         raise ValueError("fusion_calibration: the two scores and the labels need one value per validation pair")
@@ -324,7 +296,8 @@ def search_of(calibration: dict | None) -> dict:
 
 
 def fused_scores(calibration: dict, global_similarity: np.ndarray, dense: np.ndarray) -> np.ndarray:
-    """``global + dense`` score of :func:`zscore_fusion` with the weights a model file stores (higher = same)."""
+    """``global + dense`` score of :func:`models.metrics.zscore_fusion` with the weights a model file stores
+    (higher = same)."""
     try:
         gm, gs = float(calibration["global_mean"]), float(calibration["global_std"])
         dm, ds = float(calibration["dense_mean"]), float(calibration["dense_std"])
@@ -332,4 +305,4 @@ def fused_scores(calibration: dict, global_similarity: np.ndarray, dense: np.nda
         raise ValueError(f"fused_scores: not a score-fusion calibration: {calibration!r}") from None
     if not (gs > 0 and ds > 0):
         raise ValueError(f"fused_scores: the calibration's standard deviations must be > 0, got {gs} and {ds}")
-    return _standardised_sum([global_similarity, dense], [(gm, gs), (dm, ds)])
+    return standardised_sum([global_similarity, dense], [(gm, gs), (dm, ds)])

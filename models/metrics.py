@@ -157,6 +157,41 @@ def rank_fusion(*similarities) -> np.ndarray:
     return np.mean([rankdata(c, method="average") / len(c) for c in cols], axis=0)
 
 
+def standardised_sum(scores: list[np.ndarray], stats: list[tuple[float, float]]) -> np.ndarray:
+    """Σ_k (scores[k] − mean_k) / std_k with the given (mean, std) of each score."""
+    fused = np.zeros(len(scores[0]), float)
+    for s, (mean, sd) in zip(scores, stats, strict=True):
+        fused += (np.asarray(s, float) - mean) / sd
+    return fused
+
+
+def zscore_fusion(reference: list[np.ndarray], scores: list[np.ndarray]) -> np.ndarray:
+    """Sum of similarity scores, each standardised by the mean and std of its ``reference`` scores (the z-score
+    sum rule of Jain, Nandakumar and Ross 2005).
+
+    ``reference[k]`` holds score k on pairs other than those scored (e.g. the validation or training pairs): no
+    test pair and no label is used to set the weights, so the fused score can serve a deployed verifier with one
+    threshold. Passing the scored pairs themselves (``reference = scores``) standardises them label-free on their
+    own distribution, as :func:`rank_fusion` does. Every score must be a similarity (higher = same finger): pass
+    −distance for a distance.
+
+    References
+    ----------
+    .. [1] A. K. Jain, K. Nandakumar, A. Ross, "Score normalization in multimodal biometric systems", *Pattern
+       Recognition* 38(12), 2005, pp. 2270-2285.
+    """
+    if len(reference) != len(scores) or not scores:
+        raise ValueError("zscore_fusion: one reference set per score is needed")
+    stats = []
+    for ref in reference:
+        ref = np.asarray(ref, float)
+        sd = float(ref.std())
+        if len(ref) < 2 or not np.isfinite(sd) or sd == 0:
+            raise ValueError("zscore_fusion: a reference set needs at least two distinct finite scores")
+        stats.append((float(ref.mean()), sd))
+    return standardised_sum(scores, stats)
+
+
 def choose_threshold(
     val_scores, val_labels, criterion: str = "accuracy", higher_is_genuine: bool = False
 ) -> float:

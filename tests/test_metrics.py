@@ -16,6 +16,7 @@ from models.metrics import (
     roc_curve,
     verification_metrics,
     write_roc_csv,
+    zscore_fusion,
 )
 
 # Small known example (distances). Sorted: .1g .2g .3g .4i .5i .6g .7i .8i .9i
@@ -167,3 +168,11 @@ def test_rank_fusion_averages_ranks_and_never_sees_labels():
                higher_is_genuine=True) == 0.0
     with pytest.raises(ValueError, match="same length"):
         rank_fusion(a, b[:3])
+
+
+def test_zscore_fusion_uses_only_the_reference_scores():
+    ref = [np.array([0.0, 2.0]), np.array([10.0, 30.0])]
+    fused = zscore_fusion(ref, [np.array([1.0, 3.0]), np.array([20.0, 40.0])])
+    np.testing.assert_allclose(fused, [0.0, 4.0])  # (s - mean) / std of each reference, summed
+    with pytest.raises(ValueError, match="distinct"):
+        zscore_fusion([np.array([1.0, 1.0])], [np.array([1.0])])
