@@ -9,7 +9,14 @@ impostor pairs, drawn with ``--seed`` (:func:`subset`; the pure-Python Bozorth3 
 * ``plain``: the network's cosine (what ``fedprint verify`` / ``evaluate`` do);
 * ``classical``: afis Gabor minutiae + Bozorth3 on the raw prints (:mod:`data.realism`; an independent matcher);
 * ``fused``: the label-free rank fusion of the two (:func:`models.metrics.rank_fusion`: the mean of each score's
-  rank among the subset's pairs; nothing is fitted on labels).
+  rank among the subset's pairs; nothing is fitted on labels);
+* ``fused z``: the z-score sum rule (:func:`models.metrics.zscore_fusion`, Jain et al. 2005): each score
+  standardised by its own mean and spread over the subset's pairs (label-free, as ``fused``), then added — the
+  two matchers weigh by their spread, not by their rank, so the classical matcher's long tail of sure matches
+  counts and its muddled middle does not drown the network's;
+* ``fused z (training ref.)``, with ``--reference-fingers N``: the same sum, standardised on TRAINING pairs
+  instead (N training fingers drawn with ``--seed``, as many genuine / impostor pairs among them as the subset):
+  no held-out pair sets the weights, as a deployed verifier would have it.
 
 Each row gives EER and FNMR @ FMR 1 % with its genuine / impostor pair counts; with several runs of one variant
 (finger splits) ``classical`` and ``fused`` are paired with ``plain`` split by split (Student-t 95 %). The classical
@@ -18,7 +25,7 @@ same finger split, only rescores what changed.
 
     python bench/study_fusion.py --run runs/recipe/fcj_r192_supcon_t005_gem_e120 \\
         runs/recipe/fcj_r192_supcon_t005_gem_e120-s1 runs/recipe/fcj_r192_supcon_t005_gem_e120-s2 \\
-        --out runs/fusion
+        --reference-fingers 40 --out runs/fusion
 
 Writes ``fusion.csv`` and ``fusion.md`` to ``--out``. Needs the optional ``afis`` package
 (``pip install 'fedprint[classical]'``).
@@ -38,11 +45,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.study_dense_match import cached_rows  # noqa: E402
-from bench.study_scoring import plain_scores, rated_rows, write_report  # noqa: E402
+from bench.study_scoring import pair_cosines, rated_rows, run_embeddings, write_report  # noqa: E402
 from bench.study_tta import run_files  # noqa: E402
+from data.pairs import PairSet  # noqa: E402
 from fedprint_config.arg_types import positive_int  # noqa: E402
 from lab.train_run import classical_subset  # noqa: E402
-from models.metrics import rank_fusion  # noqa: E402
+from models.metrics import rank_fusion, zscore_fusion  # noqa: E402
 
 
 def subset(labels: np.ndarray, genuine: int, impostors: int, seed: int) -> np.ndarray:
@@ -51,37 +59,62 @@ def subset(labels: np.ndarray, genuine: int, impostors: int, seed: int) -> np.nd
     return classical_subset(labels, genuine, np.random.default_rng(seed), impostors)
 
 
-def classical_scores(client, pick: np.ndarray, progress: bool = True) -> np.ndarray:
-    """afis Bozorth3 similarity of the held-out pairs ``pick`` of ``client`` (raw records)."""
+def picked(pairs: PairSet, pick: np.ndarray) -> PairSet:
+    return PairSet(pairs.a[pick], pairs.b[pick], pairs.label[pick])
+
+
+def reference_pairs(client, fingers: int, genuine: int, impostors: int, seed: int) -> PairSet:
+    """Up to ``genuine`` genuine and ``impostors`` impostor TRAINING pairs among ``fingers`` training fingers drawn
+    with ``seed`` (both prints of a pair among them): the reference of ``fused z (training ref.)``."""
+    pairs = client.train_pairs
+    identity = np.array([r.identity for r in client.records], dtype=object)
+    names = sorted(set(identity[pairs.a]) | set(identity[pairs.b]))
+    if fingers > len(names):
+        raise ValueError(f"--reference-fingers {fingers}: the run has only {len(names)} training fingers")
+    chosen = set(np.random.default_rng(seed).choice(np.array(names, dtype=object), fingers, replace=False))
+    inside = np.isin(identity[pairs.a], list(chosen)) & np.isin(identity[pairs.b], list(chosen))
+    return picked(pairs, subset(np.where(inside, pairs.label, -1), genuine, impostors, seed))
+
+
+def classical_scores(client, pairs: PairSet, progress: bool = True) -> np.ndarray:
+    """afis Bozorth3 similarity of ``pairs`` of ``client``'s prints (raw records)."""
     from data.realism import matcher_scores
 
-    pairs = client.test_pairs
-    return matcher_scores(client.records, np.stack([pairs.a[pick], pairs.b[pick]], axis=1).astype(np.int64),
-                          progress=progress)
+    return matcher_scores(client.records, np.stack([pairs.a, pairs.b], axis=1), progress=progress)
 
 
-def pairs_key(client, pick: np.ndarray) -> str:
-    """Short SHA-256 of which prints the pairs ``pick`` compare (file, finger, impression of both sides): runs of
-    other variants on the same finger split share their classical scores."""
+def pairs_key(client, pairs: PairSet) -> str:
+    """Short SHA-256 of which prints ``pairs`` compare (file, finger, impression of both sides): runs of other
+    variants on the same finger split share their classical scores."""
     digest = hashlib.sha256()
-    for i, j in zip(client.test_pairs.a[pick], client.test_pairs.b[pick], strict=True):
+    for i, j in zip(pairs.a, pairs.b, strict=True):
         for r in (client.records[int(i)], client.records[int(j)]):
             digest.update(f"{r.source}|{r.identity}|{r.impression}\n".encode())
     return digest.hexdigest()[:16]
 
 
+def cached_classical(client, pairs: PairSet, cache_dir: Path, progress: bool = True) -> np.ndarray:
+    """:func:`classical_scores` of ``pairs``, read from / written to ``cache_dir`` under :func:`pairs_key`."""
+    key = pairs_key(client, pairs)
+    return np.asarray(cached_rows(cache_dir / f"classical_{key}.json", [],
+                                  lambda: classical_scores(client, pairs, progress).tolist(), note=key))
+
+
 def score_run(model: Path, toml: Path, *, genuine: int, impostors: int, seed: int, cache_dir: Path,
-              progress: bool = True) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+              reference_fingers: int | None = None, progress: bool = True) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Scoring name -> (similarities, labels) on the run's held-out subset (see the module docstring); the
     classical scores are cached in ``cache_dir`` under :func:`pairs_key`."""
-    deep, client = plain_scores(model, toml)
-    labels = client.test_pairs.label
-    pick = subset(labels, genuine, impostors, seed)
-    key = pairs_key(client, pick)
-    classical = np.asarray(cached_rows(cache_dir / f"classical_{key}.json", [],
-                                       lambda: classical_scores(client, pick, progress).tolist(), note=key))
-    y = labels[pick]
-    return {"plain": (deep[pick], y), "classical": (classical, y), "fused": (rank_fusion(deep[pick], classical), y)}
+    emb, client = run_embeddings(model, toml)
+    test = picked(client.test_pairs, subset(client.test_pairs.label, genuine, impostors, seed))
+    deep, classical = pair_cosines(emb, test), cached_classical(client, test, cache_dir, progress)
+    y = test.label
+    out = {"plain": (deep, y), "classical": (classical, y), "fused": (rank_fusion(deep, classical), y),
+           "fused z": (zscore_fusion([deep, classical], [deep, classical]), y)}
+    if reference_fingers:
+        ref = reference_pairs(client, reference_fingers, int(y.sum()), int((y == 0).sum()), seed)
+        ref_scores = [pair_cosines(emb, ref), cached_classical(client, ref, cache_dir, progress)]
+        out["fused z (training ref.)"] = (zscore_fusion(ref_scores, [deep, classical]), y)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
                                                                           "10000: all of an FCJ2020 split)")
     ap.add_argument("--impostors", type=positive_int, default=2_000, help="impostor pairs drawn (default 2000)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the subset draw (default 0)")
+    ap.add_argument("--reference-fingers", type=positive_int, default=None, metavar="N",
+                    help="also fuse with z-scores standardised on training pairs among N training fingers (default: "
+                         "off; the classical matcher then scores those pairs too)")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
     args = ap.parse_args(argv)
     try:
@@ -109,13 +145,18 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for model, toml in runs:
-        scored = score_run(model, toml, genuine=args.genuine, impostors=args.impostors, seed=args.seed,
-                           cache_dir=args.out, progress=not args.quiet)
+        try:
+            scored = score_run(model, toml, genuine=args.genuine, impostors=args.impostors, seed=args.seed,
+                               cache_dir=args.out, reference_fingers=args.reference_fingers, progress=not args.quiet)
+        except ValueError as exc:
+            print(f"study_fusion: error: {model.parent}: {exc}", file=sys.stderr)
+            return 2
         rows += rated_rows(model.parent.name, scored)
     write_report(args.out, "fusion", "# The deep verifier fused with a minutiae matcher (beside the deep score, never "
                  "instead of it)\n\nEach run's own held-out test pairs, a random subset (pair counts per row); "
                  "`classical`: afis Gabor minutiae + Bozorth3 on the raw prints; `fused`: label-free rank fusion of "
-                 "`plain` and `classical`.\n\n", rows,
+                 "`plain` and `classical`; `fused z`: their z-score sum, standardised on the subset (label-free); "
+                 "`fused z (training ref.)`: standardised on training pairs instead.\n\n", rows,
                  "python bench/study_fusion.py " + shlex.join(argv if argv is not None else sys.argv[1:]))
     return 0
 

@@ -91,7 +91,7 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def _features(encoder, images: torch.Tensor, batch: int = 128) -> tuple[np.ndarray, np.ndarray]:
+def unit_features(encoder, images: torch.Tensor, batch: int = 128) -> tuple[np.ndarray, np.ndarray]:
     """(unit embeddings, unit pooled representations) of ``images``, float64."""
     encoder.eval()
     with torch.no_grad():
@@ -100,17 +100,24 @@ def _features(encoder, images: torch.Tensor, batch: int = 128) -> tuple[np.ndarr
     return _unit(emb.double().numpy()), _unit(rep.double().numpy())
 
 
-def _cosines(x: np.ndarray, pairs) -> np.ndarray:
+def pair_cosines(x: np.ndarray, pairs) -> np.ndarray:
     return np.einsum("ij,ij->i", x[pairs.a], x[pairs.b])
 
 
-def plain_scores(model: Path, toml: Path):
-    """(plain cosine of each held-out test pair, the client whose ``test_pairs`` they are) of one run (its first
-    institution, rebuilt from the TOML by :func:`bench.study_dense_match.run_clients`: images, records, split)."""
+def run_embeddings(model: Path, toml: Path):
+    """(unit embedding of each print, the client) of one run: its first institution, rebuilt from the TOML by
+    :func:`bench.study_dense_match.run_clients` (images, records, split)."""
     from bench.study_dense_match import run_clients
 
     c = run_clients(toml)[1][0]
-    return _cosines(_features(load_model(model).encoder, c.images)[0], c.test_pairs), c
+    return unit_features(load_model(model).encoder, c.images)[0], c
+
+
+def plain_scores(model: Path, toml: Path):
+    """(plain cosine of each held-out test pair, the client whose ``test_pairs`` they are) of one run
+    (:func:`run_embeddings`)."""
+    emb, c = run_embeddings(model, toml)
+    return pair_cosines(emb, c.test_pairs), c
 
 
 def ensemble(scores: np.ndarray, pairs, others: list[tuple[Path, Path]]) -> tuple[np.ndarray, np.ndarray]:
@@ -146,14 +153,14 @@ def score_run(model: Path, toml: Path, *, top_ks: list[int], sizes: list[int],
     encoder = load_model(model).encoder
     c = first_client()
     pairs, y = c.test_pairs, c.test_pairs.label
-    emb, rep = _features(encoder, c.images)
-    plain = _cosines(emb, pairs)
-    out = {"plain": (plain, y), "representation": (_cosines(rep, pairs), y)}
+    emb, rep = unit_features(encoder, c.images)
+    plain = pair_cosines(emb, pairs)
+    out = {"plain": (plain, y), "representation": (pair_cosines(rep, pairs), y)}
     cohort = emb @ emb[c.split.train].T
     for k in [None, *top_ks]:
         out["snorm" if k is None else f"snorm top-{k}"] = (snorm(plain, pairs.a, pairs.b, cohort, k), y)
     for size in sizes:  # the split is seeded by run.seed, not the input size: the same pairs at every size
-        out[f"size {size}"] = (_cosines(_features(encoder, first_client(size).images)[0], pairs), y)
+        out[f"size {size}"] = (pair_cosines(unit_features(encoder, first_client(size).images)[0], pairs), y)
     if partners:
         names = ", ".join(variant_and_split(m.parent.name)[0] for m, _ in partners)  # one row name for every split
         out[f"ensemble with {names}"] = ensemble(plain, pairs, partners)

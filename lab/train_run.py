@@ -49,6 +49,20 @@ def classical_subset(labels: np.ndarray, n_per_class: int, rng: np.random.Genera
                                       replace=False) for v in (1, 0)])
 
 
+def fused_eers(distances: np.ndarray, scores: np.ndarray, labels: np.ndarray, prefix: str = "") -> dict:
+    """``<prefix>fused_eer`` (:func:`models.metrics.rank_fusion`) and ``<prefix>fused_z_eer``
+    (:func:`models.metrics.zscore_fusion`, each score standardised on these pairs) of a deep verifier's
+    ``distances`` and a classical matcher's similarity ``scores``; the z-score EER is NaN where either score is
+    constant over the pairs (no spread to standardise by: that matcher tells no pair from another)."""
+    from models.metrics import eer, rank_fusion, zscore_fusion
+
+    both = [-np.asarray(distances, float), np.asarray(scores, float)]
+    constant = any(np.ptp(s) == 0 for s in both)
+    return {f"{prefix}fused_eer": eer(rank_fusion(*both), labels, higher_is_genuine=True),
+            f"{prefix}fused_z_eer": float("nan") if constant else eer(zscore_fusion(both, both), labels,
+                                                                      higher_is_genuine=True)}
+
+
 def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, seed: int,
                          progress: bool = True, others: Mapping[str, Any] | None = None) -> list[dict]:
     """EER / ROC AUC of the trained verifier and of an independent classical matcher (afis Gabor minutiae +
@@ -58,10 +72,12 @@ def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, se
     The classical matcher sees the raw records; the verifier sees its own inputs (FP-DFSN images if enabled).
     ``others`` (name -> encoder): further verifiers scored on the same subset (``<name>_eer`` columns), so the
     slow classical scores are computed once. ``*fused_eer``: deep and classical scores fused by
-    :func:`models.metrics.rank_fusion` (label-free), reported beside the pure deep score, never instead of it.
+    :func:`models.metrics.rank_fusion`; ``*fused_z_eer``: by the z-score sum rule
+    (:func:`models.metrics.zscore_fusion`, each score standardised on the subset). Both label-free, reported beside
+    the pure deep score, never instead of it.
     """
     from data.realism import matcher_scores
-    from models.metrics import eer, rank_fusion, roc_auc
+    from models.metrics import eer, roc_auc
 
     rows = []
     rng = np.random.default_rng(seed)
@@ -74,12 +90,11 @@ def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, se
         rows.append({"client": c.name, "pairs": len(sub), "genuine": int(sub.n_genuine),
                      "deep_eer": eer(deep_d, sub.label), "deep_roc_auc": roc_auc(deep_d, sub.label),
                      "classical_eer": eer(scores, sub.label, higher_is_genuine=True),
-                     "classical_roc_auc": roc_auc(scores, sub.label, higher_is_genuine=True),
-                     "fused_eer": eer(rank_fusion(-deep_d, scores), sub.label, higher_is_genuine=True)})
+                     "classical_roc_auc": roc_auc(scores, sub.label, higher_is_genuine=True)}
+                    | fused_eers(deep_d, scores, sub.label))
         for name, other in (others or {}).items():
             other_d = evaluate_on_pairs(other, c, sub)[1]
-            rows[-1] |= {f"{name}_eer": eer(other_d, sub.label),
-                         f"{name}_fused_eer": eer(rank_fusion(-other_d, scores), sub.label, higher_is_genuine=True)}
+            rows[-1] |= {f"{name}_eer": eer(other_d, sub.label)} | fused_eers(other_d, scores, sub.label, f"{name}_")
     return rows
 
 
@@ -154,10 +169,12 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
     if comparison:
         report += ("\n## Deep verifier vs an independent classical matcher (same test pairs)\n\n"
                    "afis Gabor minutiae + Bozorth3 on a random subset of each client's test pairs; lower EER is "
-                   "better. fused_eer: label-free rank fusion of the two scores, beside the pure deep score (never "
-                   "instead of it).\n\n"
+                   "better. fused_eer: label-free rank fusion of the two scores; fused_z_eer: their z-score sum, "
+                   "each standardised on these pairs (label-free); both beside the pure deep score (never instead "
+                   "of it).\n\n"
                    + markdown_table(comparison, ["model", "client", "pairs", "genuine", "deep_eer", "classical_eer",
-                                                 "fused_eer", "deep_roc_auc", "classical_roc_auc"]))
+                                                 "fused_eer", "fused_z_eer", "deep_roc_auc",
+                                                 "classical_roc_auc"]))
     write_text(run_dir / "report.md", report + "\n" + report_provenance(run_dir))
     return run_dir
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import cv2
+import numpy as np
 import pytest
 
 from data.stripes import stripe_records
@@ -74,6 +75,20 @@ def test_classical_comparison_uses_the_same_pairs(toy_records):
                 "other_fused_eer"):
         assert 0.0 <= row[key] <= 1.0
     assert row["same_eer"] == row["deep_eer"]  # the other verifiers are scored on the very same pairs
+    np.testing.assert_equal(row["same_fused_z_eer"], row["fused_z_eer"])
+
+
+def test_fused_eers_z_sum_and_a_constant_matcher():
+    from lab.train_run import fused_eers
+
+    labels = np.array([1, 1, 1, 0, 0, 0, 0, 0])
+    deep_d = np.array([0.1, 0.5, 0.2, 0.4, 0.6, 0.7, 0.8, 0.9])  # genuine 0.5 lies among the impostors
+    classical = np.array([40.0, 30.0, 35.0, 5.0, 6.0, 4.0, 7.0, 3.0])  # separates all pairs
+    out = fused_eers(deep_d, classical, labels, "x_")
+    assert out["x_fused_z_eer"] == 0.0  # the matcher's spread outweighs the network's one mistake
+    assert 0.0 <= out["x_fused_eer"] <= 1.0
+    flat = fused_eers(deep_d, np.zeros(8), labels)
+    assert np.isnan(flat["fused_z_eer"]) and 0.0 <= flat["fused_eer"] <= 1.0
 
 
 def test_fpdfsn_sweep_writes_table_and_plot(dataset_config, tmp_path):
