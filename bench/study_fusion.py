@@ -19,7 +19,7 @@ impostor pairs, drawn with ``--seed`` (:func:`subset`; the pure-Python Bozorth3 
   no held-out pair sets the weights, as a deployed verifier would have it.
 
 Each row gives EER and FNMR @ FMR 1 % with its genuine / impostor pair counts; with several runs of one variant
-(finger splits) ``classical`` and ``fused`` are paired with ``plain`` split by split (Student-t 95 %). The classical
+(finger splits) every other scoring is paired with ``plain`` split by split (Student-t 95 %). The classical
 scores are cached in ``--out`` (keyed on the prints each pair compares), so a rerun, or another variant's run on the
 same finger split, only rescores what changed.
 
@@ -60,6 +60,7 @@ def subset(labels: np.ndarray, genuine: int, impostors: int, seed: int) -> np.nd
 
 
 def picked(pairs: PairSet, pick: np.ndarray) -> PairSet:
+    """The pairs ``pick`` indexes, as a PairSet."""
     return PairSet(pairs.a[pick], pairs.b[pick], pairs.label[pick])
 
 
