@@ -59,11 +59,6 @@ def subset(labels: np.ndarray, genuine: int, impostors: int, seed: int) -> np.nd
     return classical_subset(labels, genuine, np.random.default_rng(seed), impostors)
 
 
-def picked(pairs: PairSet, pick: np.ndarray) -> PairSet:
-    """The pairs ``pick`` indexes, as a PairSet."""
-    return PairSet(pairs.a[pick], pairs.b[pick], pairs.label[pick])
-
-
 def reference_pairs(client, fingers: int, genuine: int, impostors: int, seed: int) -> PairSet:
     """Up to ``genuine`` genuine and ``impostors`` impostor TRAINING pairs among ``fingers`` training fingers drawn
     with ``seed`` (both prints of a pair among them): the reference of ``fused z (training ref.)``."""
@@ -74,7 +69,7 @@ def reference_pairs(client, fingers: int, genuine: int, impostors: int, seed: in
         raise ValueError(f"--reference-fingers {fingers}: the run has only {len(names)} training fingers")
     chosen = set(np.random.default_rng(seed).choice(np.array(names, dtype=object), fingers, replace=False))
     inside = np.isin(identity[pairs.a], list(chosen)) & np.isin(identity[pairs.b], list(chosen))
-    return picked(pairs, subset(np.where(inside, pairs.label, -1), genuine, impostors, seed))
+    return pairs.take(subset(np.where(inside, pairs.label, -1), genuine, impostors, seed))
 
 
 def classical_scores(client, pairs: PairSet, progress: bool = True) -> np.ndarray:
@@ -106,7 +101,7 @@ def score_run(model: Path, toml: Path, *, genuine: int, impostors: int, seed: in
     """Scoring name -> (similarities, labels) on the run's held-out subset (see the module docstring); the
     classical scores are cached in ``cache_dir`` under :func:`pairs_key`."""
     emb, client = run_embeddings(model, toml)
-    test = picked(client.test_pairs, subset(client.test_pairs.label, genuine, impostors, seed))
+    test = client.test_pairs.take(subset(client.test_pairs.label, genuine, impostors, seed))
     deep, classical = pair_cosines(emb, test), cached_classical(client, test, cache_dir, progress)
     y = test.label
     out = {"plain": (deep, y), "classical": (classical, y), "fused": (rank_fusion(deep, classical), y),

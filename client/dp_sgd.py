@@ -172,7 +172,7 @@ def dp_pair_set(pairs: PairSet, images: torch.Tensor, cfg: TrainConfig,
     from client.trainer import identities_from_pairs
 
     gen = pairs.label == 1
-    genuine = PairSet(pairs.a[gen], pairs.b[gen], pairs.label[gen])
+    genuine = pairs.take(gen)
     used, labels = identities_from_pairs(genuine)
     keys = image_keys(images[torch.from_numpy(used)])
     salt = _mix(np.uint64(cfg.seed & 0xFFFFFFFFFFFFFFFF))

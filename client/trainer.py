@@ -46,7 +46,7 @@ def _cap(pairs: PairSet, cap: int | None, rng: np.random.Generator) -> PairSet:
     if cap is None or len(pairs) <= cap:
         return pairs
     keep = np.sort(rng.choice(len(pairs), size=cap, replace=False))
-    return PairSet(pairs.a[keep], pairs.b[keep], pairs.label[keep])
+    return pairs.take(keep)
 
 
 def identities_from_pairs(pairs: PairSet) -> tuple[np.ndarray, np.ndarray]:

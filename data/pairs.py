@@ -79,6 +79,10 @@ class PairSet:
     def __len__(self) -> int:
         return int(self.label.size)
 
+    def take(self, index) -> PairSet:
+        """The pairs at ``index`` (integer indices or a boolean mask), in that order."""
+        return PairSet(self.a[index], self.b[index], self.label[index])
+
     @property
     def n_genuine(self) -> int:
         return int(np.count_nonzero(self.label == 1))
@@ -361,4 +365,4 @@ def sample_epoch_pairs(
     k = min(impostor.size, _round_half_up(n_impostor_per_genuine * genuine.size))
     chosen = rng.choice(impostor, size=k, replace=False) if k else impostor[:0]
     sel = rng.permutation(np.concatenate([genuine, chosen]))
-    return PairSet(a=pairset.a[sel], b=pairset.b[sel], label=pairset.label[sel])
+    return pairset.take(sel)

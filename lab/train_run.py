@@ -21,7 +21,6 @@ from client.evaluation import evaluate_on_pairs
 from client.experiment_data import build_clients
 from client.local_data import ClientData
 from data.atomic_io import write_csv, write_json, write_text
-from data.pairs import PairSet
 from fedprint_config import ExperimentConfig
 from fedprint_config.provenance import provenance
 from fedprint_config.rundir import make_out_dir, markdown_table, report_provenance
@@ -84,7 +83,7 @@ def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, se
     for c in clients:
         lab = c.test_pairs.label
         pick = classical_subset(lab, n_per_class, rng)
-        sub = PairSet(c.test_pairs.a[pick], c.test_pairs.b[pick], lab[pick])
+        sub = c.test_pairs.take(pick)
         _, deep_d = evaluate_on_pairs(net, c, sub)
         scores = matcher_scores(c.records, np.stack([sub.a, sub.b], axis=1).astype(np.int64), progress=progress)
         rows.append({"client": c.name, "pairs": len(sub), "genuine": int(sub.n_genuine),

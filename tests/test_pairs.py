@@ -297,3 +297,13 @@ def test_pairset_validation():
         PairSet(np.array([0, 1]), np.array([2]), np.array([1, 0]))
     with pytest.raises(ValueError, match="only 0"):
         PairSet(np.array([0]), np.array([2]), np.array([2]))
+
+
+def test_pairset_take_keeps_the_three_columns_aligned():
+    from data.pairs import PairSet
+
+    p = PairSet(np.array([0, 1, 2, 3]), np.array([4, 5, 6, 7]), np.array([1, 0, 0, 1]))
+    sub = p.take(np.array([3, 0]))
+    assert sub.a.tolist() == [3, 0] and sub.b.tolist() == [7, 4] and sub.label.tolist() == [1, 1]
+    masked = p.take(p.label == 0)
+    assert masked.a.tolist() == [1, 2] and masked.n_impostor == 2

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from bench import study_tta
-from data.pairs import PairSet
 from models.model_file import load_model, pretrained_path
 from recognition.matching import protocol_pairs
 
@@ -16,7 +15,7 @@ def test_held_out_pairs_score_as_they_do_among_all_pairs(toy_records):
     every = protocol_pairs(toy_records, "all")
     whole = study_tta.scored(model, toy_records, [-7.5, 0.0, 7.5])
     pick = np.arange(0, len(every), 3)  # a subset that leaves some records out
-    sub = PairSet(every.a[pick], every.b[pick], every.label[pick])
+    sub = every.take(pick)
     part = study_tta.scored(model, toy_records, [-7.5, 0.0, 7.5], sub)
     for how in ("plain", "mean", "min"):
         np.testing.assert_allclose(part[how][0], whole[how][0][pick], rtol=1e-5, atol=1e-6)
