@@ -18,6 +18,9 @@ Contents (``FORMAT`` = ``"fedprint-model/1"``):
 * ``score_fusion`` (optional) — how to score ``global + dense`` (:func:`models.dense_match.fusion_calibration`:
   search radius, the two scores' means and standard deviations and a fused threshold, all from validation pairs);
   written by ``fedprint train`` / ``simulate`` for the compact encoder, absent from deployment runs and older files;
+* ``minutiae_fusion`` (optional) — how to fuse the embedding with a classical minutiae matcher (the z-score sum:
+  each score's mean and standard deviation on calibration pairs and a fused threshold); written only by
+  ``fedprint calibrate --score minutiae`` (:mod:`recognition.minutiae_fusion`);
 * ``method``, ``metrics`` (test metrics of the run that wrote it), ``data`` (what it was trained on),
   ``provenance`` (command, FedPrint version, git commit, package versions; see
   :mod:`fedprint_config.provenance`).
@@ -188,6 +191,12 @@ def with_score_fusion_bytes(path: str | Path, score_fusion: dict) -> bytes:
     """The model file ``path`` with a new ``score_fusion`` calibration (:mod:`models.dense_match`); everything
     else, the embedding threshold included, is kept as it was."""
     return _rewritten(path, lambda _: {"score_fusion": dict(score_fusion)})
+
+
+def with_minutiae_fusion_bytes(path: str | Path, minutiae_fusion: dict) -> bytes:
+    """The model file ``path`` with a new ``minutiae_fusion`` calibration (:mod:`recognition.minutiae_fusion`);
+    everything else is kept as it was."""
+    return _rewritten(path, lambda _: {"minutiae_fusion": dict(minutiae_fusion)})
 
 
 def with_input_size_bytes(path: str | Path, size: int) -> bytes:

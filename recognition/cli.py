@@ -28,13 +28,20 @@ DEFAULT_DPI = 500.0
 SCORES_HELP = ("distance: Euclidean distance of the two unit-norm embeddings, in [0, 2]; lower = more alike; "
                "match iff distance <= threshold. score = 1 - distance / 2, in [0, 1]; higher = more alike. "
                "With --score fused: score = embedding + dense match of the feature maps, each standardised as the "
-               "model file stores; distance = -score. "
+               "model file stores; with --score minutiae: score = embedding cosine + a classical minutiae matcher "
+               "(Bozorth3), each standardised as the model file stores (fedprint calibrate --score minutiae); "
+               "distance = -score. "
                "quality: print quality in [0, 1] (ridge area x clarity; below --min-quality an image is refused).")
 #: recognition.matching.SCORES, named here so that `--help` does not import torch (a test keeps them equal).
-SCORES = ("global", "fused")
+SCORES = ("global", "fused", "minutiae")
 SCORE_HELP = ("global: embedding distance; fused: embedding + dense match of the feature maps, weighted as the "
-              "model file stores (fedprint train / simulate write it; fedprint calibrate --score fused); distances "
-              "are then -(fused score) and the default threshold is the model's fused one")
+              "model file stores (fedprint train / simulate write it; fedprint calibrate --score fused); minutiae: "
+              "embedding + the classical minutiae matcher afis Gabor + Bozorth3 (pip install 'fedprint[classical]'; "
+              "~0.7 s a print and 0.1 s a pair), z-score sum as the model file stores (fedprint calibrate --score "
+              "minutiae); for both fused scores distances are -(fused score) and the default threshold is the "
+              "model's one for that score")
+#: Scores whose "distance" is -(fused score) (recognition.matching.FUSED_SCORES).
+FUSED = ("fused", "minutiae")
 
 
 def _model_arg(p: argparse.ArgumentParser) -> None:
@@ -89,14 +96,14 @@ def _image_dpi(path: str, given: float | None, option: str) -> tuple[float, str]
 
 def _distance_name(score: str) -> str:
     """What the printed "distance" of ``--score`` is."""
-    return "fused distance (-score)" if score == "fused" else "distance"
+    return "fused distance (-score)" if score in FUSED else "distance"
 
 
 def _threshold_note(model, given: float | None, score: str = "global") -> str:
     if given is not None:
         return "--threshold"
-    if score == "fused":
-        fusion = model.meta.get("score_fusion") or {}
+    if score in FUSED:
+        fusion = model.meta.get("score_fusion" if score == "fused" else "minutiae_fusion") or {}
         return "model's fused threshold: " + str(fusion.get("source") or f"accuracy-optimal on {fusion.get('pairs')} "
                                                                        "validation pairs of its training run")
     src = model.threshold_source or "the model file does not say how it was chosen"
@@ -190,14 +197,15 @@ def _evaluate(args: argparse.Namespace) -> int:
     records = _load_data(args.data, args.layout, args.dpi, "--data", args.skip_bad, report)
     records, _ = quality_gate(records, args.min_quality, skip_bad=args.skip_bad, report=report)
     metrics, d, pairs = evaluate(model, records, args.protocol, threshold=args.threshold,
-                                 min_quality=args.min_quality, score=args.score)
+                                 min_quality=args.min_quality, score=args.score, max_impostors=args.max_impostors,
+                                 seed=args.seed, minutiae_cache=args.minutiae_cache)
     metrics = {**metrics, "model": str(args.model), "data": str(args.data), "layout": args.layout,
                "skipped": [{"path": str(p), "reason": r} for p, r in report]}
     with staged_folder(out) as tmp:
         write_json(tmp / "metrics.json", metrics)
         write_csv(tmp / "scores.csv", [{"a": records[i].key, "b": records[j].key, "genuine": int(y),
                                         "distance": float(x),
-                                        "score": -float(x) if args.score == "fused" else 1.0 - float(x) / 2.0}
+                                        "score": -float(x) if args.score in FUSED else 1.0 - float(x) / 2.0}
                                        for i, j, y, x in zip(pairs.a, pairs.b, pairs.label, d, strict=True)])
         plot_roc(tmp / "roc_det.png", {Path(args.model).stem: (d, pairs.label)},
                  title=f"{Path(args.data).name} ({args.protocol} protocol)")
@@ -209,8 +217,13 @@ def _evaluate(args: argparse.Namespace) -> int:
           f"{metrics['quality_min']:.2f}, median {metrics['quality_median']:.2f}\n"
           f"  EER {100 * metrics['eer']:.2f} %   ROC AUC {metrics['roc_auc']:.4f}   "
           f"FNMR@FMR1% {_pct(metrics['fnmr_at_fmr_1%'])}   FNMR@FMR0.1% {_pct(metrics['fnmr_at_fmr_0.1%'])}")
-    kind = ("fused-score thresholds, as −score, " if args.score == "fused" else "distance thresholds ")
-    print(f"  {kind}on these pairs (store one with fedprint calibrate{' --score fused' * (args.score == 'fused')}; "
+    if args.score == "minutiae":  # each score alone, beside the fusion
+        for name, what in (("cosine", "embedding alone"), ("minutiae", "minutiae matcher alone")):
+            print(f"    {what:<23} EER {100 * metrics[f'eer_{name}']:.2f} %   FNMR@FMR1% "
+                  f"{_pct(metrics[f'fnmr_at_fmr_1%_{name}'])}")
+    kind = ("fused-score thresholds, as −score, " if args.score in FUSED else "distance thresholds ")
+    store = f" --score {args.score}" if args.score in FUSED else ""
+    print(f"  {kind}on these pairs (store one with fedprint calibrate{store}; "
           "FMR 1 % needs >= 100, 0.1 % >= 1000 impostor pairs):")
     print("\n".join(_operating_lines(metrics["operating_points"])))
     if "threshold" in metrics:
@@ -342,7 +355,10 @@ def _calibrate(args: argparse.Namespace) -> int:
     records, _ = quality_gate(records, args.min_quality, skip_bad=args.skip_bad, report=report)
     if args.score == "fused":
         return _calibrate_fusion(args, model, records, report, target)
-    metrics, d, pairs = evaluate(model, records, args.protocol, min_quality=args.min_quality)
+    if args.score == "minutiae":
+        return _calibrate_minutiae(args, model, records, report, target)
+    metrics, d, pairs = evaluate(model, records, args.protocol, min_quality=args.min_quality,
+                                 max_impostors=args.max_impostors, seed=args.seed)
     n_imp, n_gen = metrics["n_impostor"], metrics["n_genuine"]
     point, what = _operating_point(args, d, pairs.label)
     source = (f"calibrated at {what} on {n_gen} genuine / {n_imp} impostor pairs of {Path(args.data).resolve()} "
@@ -400,6 +416,51 @@ def _calibrate_fusion(args: argparse.Namespace, model, records, report: list, ta
     return 0
 
 
+#: Pairs above which ``calibrate --score minutiae`` asks for --max-impostors (~0.1 s a pair: 17 min).
+MINUTIAE_PAIRS_UNASKED = 10_000
+
+
+def _calibrate_minutiae(args: argparse.Namespace, model, records, report: list, target: Path) -> int:
+    """``calibrate --score minutiae``: the z-score statistics and fused threshold from this folder's pairs."""
+    from data.atomic_io import atomic_write_bytes
+    from models.metrics import eer
+    from models.model_file import with_minutiae_fusion_bytes
+    from recognition.matching import capped_impostors, embed_images, protocol_pairs
+    from recognition.minutiae_fusion import calibration, cosines, fused_scores, minutiae_scores
+
+    pairs = capped_impostors(protocol_pairs(records, args.protocol), args.max_impostors, args.seed)
+    lab = pairs.label
+    n_gen, n_imp = int(lab.sum()), int((lab == 0).sum())
+    if n_gen + n_imp > MINUTIAE_PAIRS_UNASKED and args.max_impostors is None:
+        raise ValueError(f"--data: {args.data} gives {n_gen} genuine / {n_imp} impostor pairs; the minutiae matcher "
+                         f"would take about {(n_gen + n_imp) / 600:.0f} min for them: draw fewer impostor pairs with "
+                         "--max-impostors (e.g. 2000)")
+    print(f"scoring {n_gen} genuine / {n_imp} impostor pairs of {len(records)} prints with the network and the "
+          f"minutiae matcher (about {len(records) * 0.7 / 60 + (n_gen + n_imp) / 600:.0f} min on one core)",
+          flush=True)
+    cos = cosines(embed_images(model, [r.image for r in records], [r.dpi for r in records]), pairs)
+    minutiae = minutiae_scores(records, pairs, cache=args.minutiae_cache)
+    cal = calibration(cos, minutiae)
+    fused = fused_scores(cal, cos, minutiae)
+    point, what = _operating_point(args, fused, lab, higher_is_genuine=True)
+    cal |= {"threshold": float(point["threshold"]), "pairs": n_gen + n_imp, "n_genuine": n_gen,
+            "n_impostor": n_imp, "data": str(Path(args.data).resolve()), "protocol": args.protocol,
+            "source": f"calibrated at {what} on {n_gen} genuine / {n_imp} impostor pairs of "
+                      f"{Path(args.data).resolve()} ({args.protocol} protocol)",
+            "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    atomic_write_bytes(target, with_minutiae_fusion_bytes(args.model, cal))
+    print(f"embedding + minutiae matcher (z-score sum): threshold {cal['threshold']:.4f}, FMR "
+          f"{100 * point['fmr']:.2f} %, FNMR {100 * point['fnmr']:.2f} % on these pairs ({what}); EER "
+          f"{100 * eer(fused, lab, True):.2f} % fused vs {100 * eer(cos, lab, True):.2f} % embedding alone and "
+          f"{100 * eer(minutiae, lab, True):.2f} % minutiae matcher alone\n  {cal['source']}\n  written: {target} "
+          f"(weights and other thresholds unchanged; fedprint verify / evaluate --score minutiae --model {target} "
+          "use it)")
+    if report:
+        print(f"{len(report)} file(s) skipped (--skip-bad):")
+        _print_skipped(report)
+    return 0
+
+
 def _plot_cmc(path: Path, curve: list[float]) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -419,6 +480,16 @@ def _data_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--layout", default="auto", help="socofing, casia, nist_sd10, fvc, generic or auto")
     p.add_argument("--dpi", type=positive_float, default=None,
                    help="image resolution (default: the layout's; SOCOFing 170, others 500)")
+
+
+def _pair_draw_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-impostors", type=positive_int, default=None, metavar="N",
+                   help="score every genuine pair and at most N impostor pairs drawn with --seed (default: all; "
+                        "the minutiae matcher takes ~0.1 s a pair)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the --max-impostors draw (default 0)")
+    p.add_argument("--minutiae-cache", default=None, metavar="DIR",
+                   help="--score minutiae: keep the minutiae matcher's scores in this folder (keyed on the images' "
+                        "contents) and reuse them in later runs, for any model (default: none)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -454,6 +525,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--threshold", type=finite_float, default=None,
                    help="threshold for accuracy/FMR/FNMR (default: model's)")
     e.add_argument("--score", choices=SCORES, default="global", help=SCORE_HELP)
+    _pair_draw_args(e)
     e.add_argument("--out", default=None, help="output folder, new or empty; written only when the evaluation "
                                                "succeeds (default: runs/evaluate-<UTC time>)")
     _quality_arg(e)
@@ -479,7 +551,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--threshold", type=finite_float, default=None,
                    help="open-set distance threshold: a probe whose nearest identity lies further is 'not "
                         "enrolled' (default: the model's)")
-    i.add_argument("--score", choices=SCORES, default="global",
+    i.add_argument("--score", choices=SCORES[:2], default="global",
                    help=SCORE_HELP + " (every probe is dense-matched against every gallery image: ~0.05 ms per "
                                      "pair on 2 cores)")
     i.add_argument("--top-k", type=positive_int, default=5, help="gallery identities listed per probe")
@@ -506,7 +578,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     grp.add_argument("--eer", action="store_true", help="calibrate at the equal-error point instead of --fmr")
     c.add_argument("--score", choices=SCORES, default="global",
                    help="global: the embedding-distance threshold; fused: the weights and threshold of the "
-                        "embedding + dense-match score (fedprint evaluate --score fused)")
+                        "embedding + dense-match score (fedprint evaluate --score fused); minutiae: those of the "
+                        "embedding + minutiae-matcher z-score sum (fedprint verify / evaluate --score minutiae)")
+    _pair_draw_args(c)
     c.add_argument("-o", "--output", required=True, help="new model file to write (never overwrites)")
     _quality_arg(c)
     _skip_bad_arg(c)

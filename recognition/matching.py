@@ -35,15 +35,19 @@ from models.device import current_device, on_device
 from models.metrics import eer, fnmr_at_fmr, roc_auc, threshold_at_eer, threshold_at_fmr, verification_metrics
 from models.model_file import VerifierModel
 from models.preprocess import to_tensor_batch
+from recognition.minutiae_fusion import cosines, fused_scores, minutiae_fusion_of, minutiae_scores
 from recognition.quality import MIN_QUALITY, check_quality, print_quality
 
 PROTOCOLS = ("fvc", "all")
 #: Operating points :func:`evaluate` reports thresholds for: name -> target FMR (None: the EER point), and the
 #: fewest impostor pairs that resolve the target.
 OPERATING_POINTS = {"eer": (None, 1), "fmr_1%": (0.01, 100), "fmr_0.1%": (0.001, 1000)}
-#: Pair scores :func:`evaluate` can use: the embedding distance, or the embedding and the dense match of the
-#: feature map fused with the weights the model file stores (:mod:`models.dense_match`).
-SCORES = ("global", "fused")
+#: Pair scores :func:`evaluate` can use: the embedding distance; the embedding and the dense match of the
+#: feature map fused with the weights the model file stores (:mod:`models.dense_match`); or the embedding and a
+#: classical minutiae matcher fused by the z-score sum the model file stores (:mod:`recognition.minutiae_fusion`).
+SCORES = ("global", "fused", "minutiae")
+#: Scores whose "distance" is −(a fused score), each with the model-file calibration that holds its threshold.
+FUSED_SCORES = ("fused", "minutiae")
 
 
 def score_fusion_of(model: VerifierModel) -> dict:
@@ -103,12 +107,13 @@ def _finite_threshold(model: VerifierModel, threshold: float | None) -> float | 
 
 
 def decision_threshold(model: VerifierModel, threshold: float | None, score: str = "global") -> float | None:
-    """The threshold on the "distance" of ``score``: ``threshold`` if given, else the model's (``"fused"``: minus
-    its fused-score threshold, since the fused "distance" is −score). None: the model stores none."""
+    """The threshold on the "distance" of ``score``: ``threshold`` if given, else the model's (``"fused"`` /
+    ``"minutiae"``: minus that fused score's stored threshold, since its "distance" is −score). None: the model
+    stores none."""
     if score not in SCORES:
         raise ValueError(f"score: expected one of {SCORES}, got {score!r}")
-    if score == "fused":
-        cal = score_fusion_of(model)
+    if score in FUSED_SCORES:
+        cal = score_fusion_of(model) if score == "fused" else minutiae_fusion_of(model)
         threshold = -float(cal["threshold"]) if threshold is None else threshold
     return _finite_threshold(model, threshold)
 
@@ -157,9 +162,10 @@ def verify(model: VerifierModel, a: np.ndarray, b: np.ndarray, *, dpi_a: float |
            names: tuple[str, str] = ("A", "B"), score: str = "global") -> dict:
     """Compare two images: qualities, distance, score, threshold used and the decision.
 
-    ``score = "global"``: distance between embeddings, score ``1 - distance / 2``; ``"fused"``: score = the
-    embedding and dense-match score fused with the model's calibration, "distance" = −score, and the threshold
-    (a distance, like ``threshold``) defaults to minus the model's fused threshold. Match iff distance <= threshold.
+    ``score = "global"``: distance between embeddings, score ``1 - distance / 2``; ``"fused"`` / ``"minutiae"``:
+    score = the embedding fused with the dense match / the minutiae matcher by the model's calibration, "distance"
+    = −score, and the threshold (a distance, like ``threshold``) defaults to minus the model's threshold for that
+    score. Match iff distance <= threshold.
 
     Raises :class:`recognition.quality.LowQualityError` (naming ``names``) when an image is below ``min_quality``.
     """
@@ -171,6 +177,12 @@ def verify(model: VerifierModel, a: np.ndarray, b: np.ndarray, *, dpi_a: float |
     if score == "fused":
         d = float(_fused_distances(model, to_tensor_batch([a, b], model.spec, [dpi_a, dpi_b]), [0], [1])[0])
         s = -d
+    elif score == "minutiae":
+        pair = PairSet(np.array([0]), np.array([1]), np.array([0]))  # the label is not read
+        records = [FingerprintRecord(name, 0, img, "verify", dpi=dpi)
+                   for name, img, dpi in zip(names, (a, b), (dpi_a, dpi_b), strict=True)]
+        s = float(_minutiae_fused(model, records, pair, progress=False)[0])
+        d = -s
     else:
         e = embed_images(model, [a, b], [dpi_a, dpi_b])
         d = float(np.linalg.norm(e[0] - e[1]))
@@ -203,13 +215,54 @@ def protocol_pairs(records: Sequence[FingerprintRecord], protocol: str = "fvc") 
     return PairSet(i.astype(np.int64), j.astype(np.int64), same.astype(np.int8))
 
 
+def capped_impostors(pairs: PairSet, max_impostors: int | None, seed: int = 0) -> PairSet:
+    """Every genuine pair and at most ``max_impostors`` impostor pairs, drawn without replacement with ``seed``
+    (kept in their order); ``None`` keeps all. For folders whose impostor pairs are too many to score (the minutiae
+    matcher takes ~0.1 s a pair: an FCJ2020 folder of 160 fingers has 457,920)."""
+    if max_impostors is None:
+        return pairs
+    if isinstance(max_impostors, bool) or not isinstance(max_impostors, int | np.integer) or max_impostors < 1:
+        raise ValueError(f"--max-impostors: expected a positive number of pairs, got {max_impostors!r}")
+    imp = np.flatnonzero(pairs.label == 0)
+    if len(imp) <= max_impostors:
+        return pairs
+    drawn = np.random.default_rng(seed).choice(imp, int(max_impostors), replace=False)
+    return pairs.take(np.sort(np.r_[np.flatnonzero(pairs.label == 1), drawn]))
+
+
+def _minutiae_fused(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet, *,
+                    cache=None, progress: bool = True, parts: dict | None = None) -> np.ndarray:
+    """The embedding + minutiae-matcher z-score sum of each pair with the model's calibration
+    (:mod:`recognition.minutiae_fusion`); ``parts`` (if given) receives the two scores it fused."""
+    cal = minutiae_fusion_of(model)
+    cos = cosines(embed_images(model, [r.image for r in records], [r.dpi for r in records]), pairs)
+    minutiae = minutiae_scores(records, pairs, cache=cache, progress=progress)
+    if parts is not None:
+        parts.update(cosine=cos, minutiae=minutiae)
+    return fused_scores(cal, cos, minutiae)
+
+
+def _beside(metrics: dict, parts: dict, lab: np.ndarray) -> None:
+    """EER and FNMR @ FMR 1 % of each fused score alone, reported beside the fusion (never instead of it)."""
+    n_imp = int((lab == 0).sum())
+    for name, s in parts.items():
+        metrics[f"eer_{name}"] = eer(s, lab, higher_is_genuine=True)
+        metrics[f"fnmr_at_fmr_1%_{name}"] = fnmr_at_fmr(s, lab, 0.01, True) if n_imp >= 100 else None
+
+
 def evaluate(model: VerifierModel, records: Sequence[FingerprintRecord], protocol: str = "fvc",
              threshold: float | None = None, *, min_quality: float = MIN_QUALITY, skip_bad: bool = False,
-             report: list | None = None, score: str = "global") -> tuple[dict, np.ndarray, PairSet]:
+             report: list | None = None, score: str = "global", max_impostors: int | None = None, seed: int = 0,
+             minutiae_cache=None) -> tuple[dict, np.ndarray, PairSet]:
     """Verification metrics of ``model`` on a dataset; returns (metrics, distances, pairs).
 
     ``score``: ``"global"`` (default) compares embeddings; ``"fused"`` adds the dense match of the feature maps
-    (:func:`fused_distances`; the "distances" are then −fused score and the model's threshold is its fused one).
+    (:func:`fused_distances`; the "distances" are then −fused score and the model's threshold is its fused one);
+    ``"minutiae"`` adds a classical minutiae matcher by the z-score sum the model stores
+    (:mod:`recognition.minutiae_fusion`; its scores kept in the folder ``minutiae_cache`` if given), and the
+    metrics then also hold ``eer_cosine`` / ``eer_minutiae`` (and FNMR @ FMR 1 %) of each score alone.
+    ``max_impostors``: score every genuine pair and at most this many impostor pairs drawn with ``seed``
+    (:func:`capped_impostors`; default all).
 
     ``eer``, ``roc_auc`` always; ``fnmr_at_fmr_1%`` / ``fnmr_at_fmr_0.1%`` only when there are at least 100 /
     1000 impostor pairs (else None: an FMR of 0.1 % cannot be resolved with fewer); ``operating_points``: the
@@ -222,9 +275,12 @@ def evaluate(model: VerifierModel, records: Sequence[FingerprintRecord], protoco
     t = decision_threshold(model, threshold, score)
     n_in = len(records)
     records, q = quality_gate(records, min_quality, skip_bad=skip_bad, report=report)
-    pairs = protocol_pairs(records, protocol)
+    pairs = capped_impostors(protocol_pairs(records, protocol), max_impostors, seed)
+    parts: dict = {}
     if score == "fused":
         d = fused_distances(model, records, pairs)
+    elif score == "minutiae":
+        d = -_minutiae_fused(model, records, pairs, cache=minutiae_cache, parts=parts)
     else:
         e = embed_images(model, [r.image for r in records], [r.dpi for r in records])
         d = np.linalg.norm(e[pairs.a] - e[pairs.b], axis=1)
@@ -236,7 +292,9 @@ def evaluate(model: VerifierModel, records: Sequence[FingerprintRecord], protoco
                "fnmr_at_fmr_1%": fnmr_at_fmr(d, lab, 0.01) if n_imp >= 100 else None,
                "fnmr_at_fmr_0.1%": fnmr_at_fmr(d, lab, 0.001) if n_imp >= 1000 else None,
                "min_quality": float(min_quality), "skipped_low_quality": n_in - len(records),
-               "quality_min": float(q.min()), "quality_median": float(np.median(q))}
+               "quality_min": float(q.min()), "quality_median": float(np.median(q)),
+               "max_impostors": max_impostors, "seed": seed}
+    _beside(metrics, parts, lab)
     metrics["operating_points"] = {
         name: (threshold_at_eer(d, lab) if target is None else threshold_at_fmr(d, lab, target))
         for name, (target, need) in OPERATING_POINTS.items() if n_imp >= need}
@@ -274,6 +332,9 @@ def identify(model: VerifierModel, gallery: Sequence[FingerprintRecord], probes:
     """
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"--top-k: expected an integer >= 1, got {top_k!r}")
+    if score == "minutiae":
+        raise ValueError("--score minutiae: the minutiae matcher takes ~0.1 s a comparison, too slow to search a "
+                         "gallery; identify with --score global or fused, verify a candidate with --score minutiae")
     t = decision_threshold(model, threshold, score)
     gallery, _ = quality_gate(gallery, min_quality, skip_bad=skip_bad, report=report)
     probes, pq = quality_gate(probes, min_quality, skip_bad=skip_bad, report=report)
