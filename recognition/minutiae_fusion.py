@@ -96,7 +96,8 @@ def minutiae_scores(records: Sequence[FingerprintRecord], pairs: PairSet, *, cac
     known = _read_cache(cache)
     todo = [k for k, pk in enumerate(pair_keys) if pk not in known]
     used = np.unique(pairs_ab[todo]).tolist()  # extract each print once (~0.7 s), not once per chunk
-    templates = dict(zip(used, afis_templates([records[i] for i in used], progress=progress), strict=True))
+    templates = dict(zip(used, afis_templates([records[i] for i in used], progress=progress), strict=True)
+                     ) if used else {}
     for s in range(0, len(todo), CHUNK):
         chunk = todo[s:s + CHUNK]
         if progress:

@@ -32,6 +32,8 @@ def fake_matcher(monkeypatch):
         return r.identity.split("/")[-2] if "/" in r.identity else r.identity
 
     def templates(records, progress=True):
+        if not records:  # as afis_templates
+            raise ValueError("records: expected at least one FingerprintRecord, got none")
         calls["templates"] += len(records)
         return [finger(r) for r in records]
 
