@@ -425,8 +425,8 @@ def _calibrate_minutiae(args: argparse.Namespace, model, records, report: list, 
     from data.atomic_io import atomic_write_bytes
     from models.metrics import eer
     from models.model_file import with_minutiae_fusion_bytes
-    from recognition.matching import capped_impostors, embed_images, protocol_pairs
-    from recognition.minutiae_fusion import calibration, cosines, fused_scores, minutiae_scores
+    from recognition.matching import capped_impostors, minutiae_parts, protocol_pairs
+    from recognition.minutiae_fusion import calibration, fused_scores
 
     pairs = capped_impostors(protocol_pairs(records, args.protocol), args.max_impostors, args.seed)
     lab = pairs.label
@@ -438,8 +438,7 @@ def _calibrate_minutiae(args: argparse.Namespace, model, records, report: list, 
     print(f"scoring {n_gen} genuine / {n_imp} impostor pairs of {len(records)} prints with the network and the "
           f"minutiae matcher (about {len(records) * 0.7 / 60 + (n_gen + n_imp) / 600:.0f} min on one core)",
           flush=True)
-    cos = cosines(embed_images(model, [r.image for r in records], [r.dpi for r in records]), pairs)
-    minutiae = minutiae_scores(records, pairs, cache=args.minutiae_cache)
+    cos, minutiae = minutiae_parts(model, records, pairs, cache=args.minutiae_cache)
     cal = calibration(cos, minutiae)
     fused = fused_scores(cal, cos, minutiae)
     point, what = _operating_point(args, fused, lab, higher_is_genuine=True)

@@ -230,13 +230,20 @@ def capped_impostors(pairs: PairSet, max_impostors: int | None, seed: int = 0) -
     return pairs.take(np.sort(np.r_[np.flatnonzero(pairs.label == 1), drawn]))
 
 
+def minutiae_parts(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet, *, cache=None,
+                   progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(embedding cosine, minutiae-matcher score) of each pair: the two scores ``--score minutiae`` fuses
+    (:mod:`recognition.minutiae_fusion`; the matcher's scores kept in the folder ``cache`` if given)."""
+    cos = cosines(embed_images(model, [r.image for r in records], [r.dpi for r in records]), pairs)
+    return cos, minutiae_scores(records, pairs, cache=cache, progress=progress)
+
+
 def _minutiae_fused(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet, *,
                     cache=None, progress: bool = True, parts: dict | None = None) -> np.ndarray:
     """The embedding + minutiae-matcher z-score sum of each pair with the model's calibration
     (:mod:`recognition.minutiae_fusion`); ``parts`` (if given) receives the two scores it fused."""
     cal = minutiae_fusion_of(model)
-    cos = cosines(embed_images(model, [r.image for r in records], [r.dpi for r in records]), pairs)
-    minutiae = minutiae_scores(records, pairs, cache=cache, progress=progress)
+    cos, minutiae = minutiae_parts(model, records, pairs, cache=cache, progress=progress)
     if parts is not None:
         parts.update(cosine=cos, minutiae=minutiae)
     return fused_scores(cal, cos, minutiae)
