@@ -380,6 +380,20 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fused_threshold(args: argparse.Namespace, cal: dict, fused, lab) -> tuple[dict, str]:
+    """The operating point of a fused score on the calibration pairs, recorded in ``cal`` (threshold, pair counts,
+    data, protocol, source, time); returns the point and its name."""
+    point, what = _operating_point(args, fused, lab, higher_is_genuine=True)
+    n_gen, n_imp = int(lab.sum()), int((lab == 0).sum())
+    data = Path(args.data).resolve()
+    cal |= {"threshold": float(point["threshold"]), "pairs": n_gen + n_imp, "n_genuine": n_gen,
+            "n_impostor": n_imp, "data": str(data), "protocol": args.protocol,
+            "source": f"calibrated at {what} on {n_gen} genuine / {n_imp} impostor pairs of {data} ({args.protocol} "
+                      "protocol)",
+            "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return point, what
+
+
 def _calibrate_fusion(args: argparse.Namespace, model, records, report: list, target: Path) -> int:
     """``calibrate --score fused``: the global + dense weights and fused threshold from this folder's pairs."""
     from data.atomic_io import atomic_write_bytes
@@ -400,11 +414,7 @@ def _calibrate_fusion(args: argparse.Namespace, model, records, report: list, ta
                          "overlap); use --score global")
     cal = fusion_calibration(g, dense, lab)
     fused = fused_scores(cal, g, dense)
-    point, what = _operating_point(args, fused, lab, higher_is_genuine=True)
-    cal |= {"threshold": float(point["threshold"]), "pairs": n_gen + n_imp,
-            "source": f"calibrated at {what} on {n_gen} genuine / {n_imp} impostor pairs of "
-                      f"{Path(args.data).resolve()} ({args.protocol} protocol)",
-            "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    point, what = _fused_threshold(args, cal, fused, lab)
     atomic_write_bytes(target, with_score_fusion_bytes(args.model, cal))
     print(f"fused score (embedding + dense match): threshold {cal['threshold']:.4f}, FMR {100 * point['fmr']:.2f} "
           f"%, FNMR {100 * point['fnmr']:.2f} % on these pairs ({what}); EER {100 * eer(fused, lab, True):.2f} % "
@@ -441,12 +451,7 @@ def _calibrate_minutiae(args: argparse.Namespace, model, records, report: list, 
     cos, minutiae = minutiae_parts(model, records, pairs, cache=args.minutiae_cache)
     cal = calibration(cos, minutiae)
     fused = fused_scores(cal, cos, minutiae)
-    point, what = _operating_point(args, fused, lab, higher_is_genuine=True)
-    cal |= {"threshold": float(point["threshold"]), "pairs": n_gen + n_imp, "n_genuine": n_gen,
-            "n_impostor": n_imp, "data": str(Path(args.data).resolve()), "protocol": args.protocol,
-            "source": f"calibrated at {what} on {n_gen} genuine / {n_imp} impostor pairs of "
-                      f"{Path(args.data).resolve()} ({args.protocol} protocol)",
-            "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    point, what = _fused_threshold(args, cal, fused, lab)
     atomic_write_bytes(target, with_minutiae_fusion_bytes(args.model, cal))
     print(f"embedding + minutiae matcher (z-score sum): threshold {cal['threshold']:.4f}, FMR "
           f"{100 * point['fmr']:.2f} %, FNMR {100 * point['fnmr']:.2f} % on these pairs ({what}); EER "
