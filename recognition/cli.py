@@ -6,6 +6,8 @@ model).
     fedprint evaluate --data DIR [--layout auto] [--protocol fvc|all] [--model M] [--out DIR] [--skip-bad]
     fedprint identify --gallery DIR --probe IMG_OR_DIR [--top-k 5] [--threshold T] [--json] [--skip-bad]
     fedprint calibrate --model M --data DIR --fmr 0.01 -o M2      store a threshold chosen on your own prints
+    fedprint calibrate --model M --data DIR --score minutiae --max-impostors 2000 -o M2
+                                            ... and the network + minutiae matcher fusion (verify / evaluate use it)
 
 Every image passes the print-quality gate first (:mod:`recognition.quality`); every score is printed with the
 qualities it rests on, and every decision with the threshold and where that threshold came from.
