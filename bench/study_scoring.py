@@ -53,7 +53,7 @@ from data.atomic_io import write_csv, write_text  # noqa: E402
 from fedprint_config.arg_types import positive_int  # noqa: E402
 from fedprint_config.rundir import markdown_table  # noqa: E402
 from lab.multi_seed import ci95  # noqa: E402
-from models.metrics import eer, fnmr_at_fmr  # noqa: E402
+from models.metrics import eer, fnmr_at_fmr, pair_cosines  # noqa: E402
 from models.model_file import load_model  # noqa: E402
 
 
@@ -98,10 +98,6 @@ def unit_features(encoder, images: torch.Tensor, batch: int = 128) -> tuple[np.n
         rep = torch.cat([encoder.representation(images[i:i + batch]) for i in range(0, len(images), batch)])
         emb = encoder.project(rep)
     return _unit(emb.double().numpy()), _unit(rep.double().numpy())
-
-
-def pair_cosines(x: np.ndarray, pairs) -> np.ndarray:
-    return np.einsum("ij,ij->i", x[pairs.a], x[pairs.b])
 
 
 def run_embeddings(model: Path, toml: Path):

@@ -165,6 +165,23 @@ def standardised_sum(scores: list[np.ndarray], stats: list[tuple[float, float]])
     return fused
 
 
+def pair_cosines(embeddings: np.ndarray, pairs) -> np.ndarray:
+    """Cosine of the unit-norm embeddings of each pair ``(pairs.a[k], pairs.b[k])`` (``1 − d² / 2`` for their
+    Euclidean distance ``d``)."""
+    return np.einsum("ij,ij->i", embeddings[pairs.a], embeddings[pairs.b])
+
+
+def score_stats(reference, what: str = "a reference set") -> tuple[float, float]:
+    """(mean, std) of reference scores, the standardisation of :func:`standardised_sum`; ValueError naming
+    ``what`` unless there are at least two finite scores with a spread."""
+    ref = np.asarray(reference, float)
+    sd = float(ref.std()) if len(ref) else float("nan")
+    if len(ref) < 2 or not np.isfinite(sd) or sd == 0:
+        raise ValueError(f"zscore_fusion: {what} takes one value on all {len(ref)} of its scores (at least two "
+                         "distinct finite scores are needed): it has no spread to standardise by")
+    return float(ref.mean()), sd
+
+
 def zscore_fusion(reference: list[np.ndarray], scores: list[np.ndarray]) -> np.ndarray:
     """Sum of similarity scores, each standardised by the mean and std of its ``reference`` scores (the z-score
     sum rule of Jain, Nandakumar and Ross 2005).
@@ -182,14 +199,7 @@ def zscore_fusion(reference: list[np.ndarray], scores: list[np.ndarray]) -> np.n
     """
     if len(reference) != len(scores) or not scores:
         raise ValueError("zscore_fusion: one reference set per score is needed")
-    stats = []
-    for ref in reference:
-        ref = np.asarray(ref, float)
-        sd = float(ref.std())
-        if len(ref) < 2 or not np.isfinite(sd) or sd == 0:
-            raise ValueError("zscore_fusion: a reference set needs at least two distinct finite scores")
-        stats.append((float(ref.mean()), sd))
-    return standardised_sum(scores, stats)
+    return standardised_sum(scores, [score_stats(ref) for ref in reference])
 
 
 def choose_threshold(

@@ -32,10 +32,18 @@ import torch
 from data.pairs import PairSet
 from data.record import FingerprintRecord
 from models.device import current_device, on_device
-from models.metrics import eer, fnmr_at_fmr, roc_auc, threshold_at_eer, threshold_at_fmr, verification_metrics
+from models.metrics import (
+    eer,
+    fnmr_at_fmr,
+    pair_cosines,
+    roc_auc,
+    threshold_at_eer,
+    threshold_at_fmr,
+    verification_metrics,
+)
 from models.model_file import VerifierModel
 from models.preprocess import to_tensor_batch
-from recognition.minutiae_fusion import cosines, fused_scores, minutiae_fusion_of, minutiae_scores
+from recognition.minutiae_fusion import fused_scores, minutiae_fusion_of, minutiae_scores
 from recognition.quality import MIN_QUALITY, check_quality, print_quality
 
 PROTOCOLS = ("fvc", "all")
@@ -234,7 +242,7 @@ def minutiae_parts(model: VerifierModel, records: Sequence[FingerprintRecord], p
                    progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(embedding cosine, minutiae-matcher score) of each pair: the two scores ``--score minutiae`` fuses
     (:mod:`recognition.minutiae_fusion`; the matcher's scores kept in the folder ``cache`` if given)."""
-    cos = cosines(embed_images(model, [r.image for r in records], [r.dpi for r in records]), pairs)
+    cos = pair_cosines(embed_images(model, [r.image for r in records], [r.dpi for r in records]), pairs)
     return cos, minutiae_scores(records, pairs, cache=cache, progress=progress)
 
 

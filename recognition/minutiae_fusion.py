@@ -38,7 +38,7 @@ import numpy as np
 
 from data.pairs import PairSet
 from data.record import FingerprintRecord
-from models.metrics import standardised_sum
+from models.metrics import score_stats, standardised_sum
 
 #: Model-file key of the calibration.
 KEY = "minutiae_fusion"
@@ -110,24 +110,13 @@ def minutiae_scores(records: Sequence[FingerprintRecord], pairs: PairSet, *, cac
     return np.array([known[pk] for pk in pair_keys], dtype=np.float64)
 
 
-def cosines(embeddings: np.ndarray, pairs: PairSet) -> np.ndarray:
-    """Cosine of the unit-norm embeddings of each pair (``1 − d² / 2`` for their Euclidean distance ``d``)."""
-    return np.einsum("ij,ij->i", embeddings[pairs.a], embeddings[pairs.b])
-
-
 def calibration(cosine: np.ndarray, minutiae: np.ndarray) -> dict:
     """Means and standard deviations of the two scores over calibration pairs (genuine and impostor together).
 
     Raises ValueError when a score is constant there (it then has no spread to standardise by).
     """
-    stats = {}
-    for name, s in (("cosine", cosine), ("minutiae", minutiae)):
-        s = np.asarray(s, float)
-        sd = float(s.std())
-        if len(s) < 2 or not np.isfinite(sd) or sd == 0:
-            raise ValueError(f"minutiae fusion: the {name} score takes one value on all {len(s)} calibration pairs; "
-                             "it has no spread to standardise by (more, or more varied, prints are needed)")
-        stats[name] = [float(s.mean()), sd]
+    stats = {name: list(score_stats(s, f"the {name} score"))
+             for name, s in (("cosine", cosine), ("minutiae", minutiae))}
     return {"rule": "z-score sum", "matcher": MATCHER, **stats}
 
 
