@@ -222,6 +222,12 @@ VARIANTS: dict[str, dict] = {
     **{f"fcj_r128_supcon_t005_gem_px{tag}_e40": _on_shipped_gem(
         f"fcj_r128_supcon_t005_gem_e40 with a CosFace proxy loss (margin 0.2) of weight {w:g} added",
         proxy_weight=w, proxy_margin=0.2) for tag, w in (("1", 1.0), ("03", 0.3))},
+    # Plastic distortion ([train] elastic, default 0.015 of the side: ~3 px at 192 px) stronger on top of the
+    # twins: impressions of one finger differ by the skin's non-linear stretch (Cappelli et al. 2001).
+    **{f"fcj_r128_supcon_t005_gem_fl1_el{tag}_e40": _screen(
+        f"fcj_r128_supcon_t005_gem_fl1_e40 with plastic distortion of rms {e:g} of the side instead of 0.015",
+        train={"loss": "supcon", "temperature": 0.05, "flip_identities": 1, "elastic": e}, model={"pooling": "gem"},
+        init=None, base="fcj_r128_supcon_t005_gem_fl1_e40") for tag, e in (("03", 0.03), ("05", 0.05))},
     "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
@@ -275,6 +281,12 @@ VARIANTS: dict[str, dict] = {
         "fcj_r192_supcon_t005_gem_fl1_e120 trained on 118 of the 120 non-test fingers instead of 108 (val_fraction "
         "0.02, as fcj_rr192_supcon_t005_v02_e120)", base="fcj_r192_supcon_t005_gem_fl1_e120",
         train={"flip_identities": 1}, val_fraction=0.02),
+    # ... and the screened stronger plastic distortion on top ([train] elastic).
+    **{f"fcj_r192_supcon_t005_gem_fl1_v02_el{tag}_e120": _on_recipe(
+        f"fcj_r192_supcon_t005_gem_fl1_v02_e120 with plastic distortion of rms {e:g} of the side instead of 0.015 "
+        f"(the screened fcj_r128_supcon_t005_gem_fl1_el{tag}_e40 at the full budget)",
+        base="fcj_r192_supcon_t005_gem_fl1_v02_e120", train={"flip_identities": 1, "elastic": e}, val_fraction=0.02)
+       for tag, e in (("03", 0.03), ("05", 0.05))},
     # ... and the screened proxy loss on top (fcj_r128_supcon_t005_gem_px03_e40: EER -0.1, FNMR -2.9 points).
     "fcj_r192_supcon_t005_gem_fl1_v02_px03_e120": _on_recipe(
         "fcj_r192_supcon_t005_gem_fl1_v02_e120 with a CosFace proxy loss (weight 0.3, margin 0.2; the screened "
@@ -302,7 +314,8 @@ SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr12
           "fcj_rr128_supcon_t005_gem_sj10_e40", "fcj_r128_supcon_t005_gem_e40", "fcj_r176d344_supcon_t005_gem_e40",
           "fcj_r208d406_supcon_t005_gem_e40", "fcj_r128_supcon_t005_gem_m10_e40", "fcj_r128_supcon_t005_gem_m25_e40",
           "fcj_r128_supcon_t005_gem_m40_e40", "fcj_r128_supcon_t005_gem_fl1_e40", "fcj_r128_supcon_t005_gem_fl3_e40",
-          "fcj_r128_supcon_t005_gem_px1_e40", "fcj_r128_supcon_t005_gem_px03_e40")
+          "fcj_r128_supcon_t005_gem_px1_e40", "fcj_r128_supcon_t005_gem_px03_e40",
+          "fcj_r128_supcon_t005_gem_fl1_el03_e40", "fcj_r128_supcon_t005_gem_fl1_el05_e40")
 
 
 def _toml_value(v) -> str:

@@ -39,6 +39,10 @@ class TrainConfig:
         larger one shows the network impressions that caught another part of the finger (put down higher or
         lower on the sensor window), where FCJ2020's failing genuine pairs cluster; 0.2 measured no gain there
         (docs/real_prints_recipe.md).
+    elastic : float
+        RMS of the plastic-distortion augmentation's smooth displacement field as a fraction of the input side
+        (default 0.015, about 3 px at 192 px; :mod:`models.augment`, after Cappelli et al. 2001): a larger one
+        shows the network the non-linear stretch of skin pressed harder or sideways.
     flip_identities : int
         Mirrored twins added as extra training fingers (default 0: none): 1 adds every training finger's
         left-right mirror image as a new finger, 3 also its upside-down and rotated-by-180 degrees images.
@@ -112,6 +116,7 @@ class TrainConfig:
     augment: bool = True
     scale_jitter: float = 0.05
     translation: float = 0.1
+    elastic: float = 0.015
     flip_identities: int = 0
     texture: float = 0.0
     dense_weight: float = 0.0
@@ -142,6 +147,7 @@ class TrainConfig:
             "schedule": self.schedule in SCHEDULES,
             "scale_jitter": 0 <= self.scale_jitter < 1,
             "translation": 0 <= self.translation < 1,
+            "elastic": 0 <= self.elastic < 0.2,
             "flip_identities": self.flip_identities in FLIP_IDENTITIES and (self.flip_identities == 0
                                                                             or self.sampler == "pk"),
             "texture": 0 <= self.texture <= 1,
@@ -165,8 +171,8 @@ class TrainConfig:
             raise ValueError(f"train: invalid value for {', '.join(bad)} (sampler one of {SAMPLERS}, schedule one "
                              f"of {SCHEDULES}, minutiae_layer one of {MINUTIAE_LAYERS}, loss one of {LOSSES} (not "
                              f"contrastive only with sampler = \"pk\"), p and k >= 2, scale_jitter and "
-                             f"translation in [0, 1), flip_identities one of {FLIP_IDENTITIES} (not 0 only with "
-                             f"sampler = \"pk\"), texture in [0, 1], ema and weight_decay in [0, 1), supcon_margin "
-                             f"in [0, 1) and > 0 only with loss = \"supcon\", proxy_margin in [0, 1), "
-                             f"dense_weight, minutiae_weight and proxy_weight > 0 only with sampler = \"pk\", "
-                             f"positive numbers elsewhere): {asdict(self)}")
+                             f"translation in [0, 1), elastic in [0, 0.2), flip_identities one of "
+                             f"{FLIP_IDENTITIES} (not 0 only with sampler = \"pk\"), texture in [0, 1], ema and "
+                             f"weight_decay in [0, 1), supcon_margin in [0, 1) and > 0 only with loss = "
+                             f"\"supcon\", proxy_margin in [0, 1), dense_weight, minutiae_weight and proxy_weight "
+                             f"> 0 only with sampler = \"pk\", positive numbers elsewhere): {asdict(self)}")

@@ -80,12 +80,12 @@ def test_texture_spec_bounds():
         AugmentSpec(texture=1.5)
 
 
-def test_train_config_texture_scale_jitter_and_translation_bounds():
+def test_train_config_texture_scale_jitter_translation_and_elastic_bounds():
     from fedprint_config.train import TrainConfig
 
-    assert TrainConfig(texture=0.5, scale_jitter=0.2, translation=0.2).texture == 0.5
+    assert TrainConfig(texture=0.5, scale_jitter=0.2, translation=0.2, elastic=0.05).texture == 0.5
     for bad in ({"texture": 1.5}, {"texture": -0.1}, {"scale_jitter": 1.0}, {"translation": 1.0},
-                {"translation": -0.1}):
+                {"translation": -0.1}, {"elastic": 0.2}, {"elastic": -0.01}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             TrainConfig(**bad)
 
@@ -94,8 +94,9 @@ def test_training_augmentation_follows_the_train_config():
     from client.trainer import augment_spec
     from fedprint_config.train import TrainConfig
 
-    spec = augment_spec(TrainConfig(translation=0.2, scale_jitter=0.1, texture=0.5))
-    assert (spec.translation, spec.scale, spec.texture) == (0.2, 0.1, 0.5)
+    spec = augment_spec(TrainConfig(translation=0.2, scale_jitter=0.1, texture=0.5, elastic=0.04))
+    assert (spec.translation, spec.scale, spec.texture, spec.elastic) == (0.2, 0.1, 0.5, 0.04)
+    assert augment_spec(TrainConfig()).elastic == AugmentSpec().elastic  # the default run is unchanged
     assert spec.rotation_deg == AugmentSpec().rotation_deg  # the rest keeps its defaults
     assert not augment_spec(TrainConfig(augment=False)).enabled
 
@@ -112,3 +113,17 @@ def test_larger_translation_moves_the_print_further():
         return float(torch.hypot(idx // 33 - 16.0, idx % 33 - 16.0).mean())
 
     assert mean_offset(0.2) > 1.6 * mean_offset(0.1) > 0
+
+
+def test_stronger_elastic_field_displaces_the_print_further():
+    """A bright dot at the centre lands further from it, on average, under a stronger plastic distortion."""
+    x = torch.zeros(64, 1, 65, 65)
+    x[:, :, 32, 32] = 1.0
+    only = {k: 0.0 for k in ("rotation_deg", "translation", "scale", "contrast", "noise", "erase_p")}
+
+    def mean_offset(elastic: float) -> float:
+        out = augment(x, AugmentSpec(elastic=elastic, **only), torch.Generator().manual_seed(0))[:, 0]
+        idx = out.flatten(1).argmax(1)
+        return float(torch.hypot(idx // 65 - 32.0, idx % 65 - 32.0).mean())
+
+    assert mean_offset(0.05) > 2 * mean_offset(0.015) > 0
