@@ -82,6 +82,14 @@ def _on_shipped_gem(what: str, model: dict | None = None, **train) -> dict:
                    init=None, base="fcj_r128_supcon_t005_gem_e40")
 
 
+def _on_twins(what: str, **train) -> dict:
+    """A screening lever on the mirrored twins (``fcj_r128_supcon_t005_gem_fl1_e40``: the shipped experiment's recipe
+    with ``flip_identities = 1`` at 40 epochs / 128 px), paired with that variant."""
+    return _screen(f"fcj_r128_supcon_t005_gem_fl1_e40 with {what}",
+                   train={"loss": "supcon", "temperature": 0.05, "flip_identities": 1, **train},
+                   model={"pooling": "gem"}, init=None, base="fcj_r128_supcon_t005_gem_fl1_e40")
+
+
 def _full_supcon(what: str, *, base: str | None = None, init: str | None = "pretrain_ridge",
                  model: dict | None = None, **extra) -> dict:
     """A full-budget variant (192 px, ridge normalisation, 120 epochs, lr 5e-4) with SupCon τ 0.05; ``init`` None
@@ -222,12 +230,16 @@ VARIANTS: dict[str, dict] = {
     **{f"fcj_r128_supcon_t005_gem_px{tag}_e40": _on_shipped_gem(
         f"fcj_r128_supcon_t005_gem_e40 with a CosFace proxy loss (margin 0.2) of weight {w:g} added",
         proxy_weight=w, proxy_margin=0.2) for tag, w in (("1", 1.0), ("03", 0.3))},
-    # Plastic distortion ([train] elastic, default 0.015 of the side: ~3 px at 192 px) stronger on top of the
-    # twins: impressions of one finger differ by the skin's non-linear stretch (Cappelli et al. 2001).
-    **{f"fcj_r128_supcon_t005_gem_fl1_el{tag}_e40": _screen(
-        f"fcj_r128_supcon_t005_gem_fl1_e40 with plastic distortion of rms {e:g} of the side instead of 0.015",
-        train={"loss": "supcon", "temperature": 0.05, "flip_identities": 1, "elastic": e}, model={"pooling": "gem"},
-        init=None, base="fcj_r128_supcon_t005_gem_fl1_e40") for tag, e in (("03", 0.03), ("05", 0.05))},
+    # Placement augmentation on top of the twins, each strength either way of its default: plastic distortion
+    # ([train] elastic, default 0.015 of the side: ~3 px at 192 px; impressions of one finger differ by the skin's
+    # non-linear stretch, Cappelli et al. 2001) and rotation ([train] rotation, default ±20°; FCJ2020's prints are
+    # taken upright).
+    **{f"fcj_r128_supcon_t005_gem_fl1_el{tag}_e40": _on_twins(
+        f"plastic distortion of rms {e:g} of the side instead of 0.015" if e else "no plastic distortion (rms 0 "
+        "instead of 0.015 of the side)", elastic=e)
+       for tag, e in (("0", 0.0), ("03", 0.03), ("05", 0.05))},
+    **{f"fcj_r128_supcon_t005_gem_fl1_rot{r}_e40": _on_twins(f"rotations of up to ±{r}° instead of ±20°", rotation=r)
+       for r in (10, 30)},
     "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
@@ -286,7 +298,7 @@ VARIANTS: dict[str, dict] = {
         f"fcj_r192_supcon_t005_gem_fl1_v02_e120 with plastic distortion of rms {e:g} of the side instead of 0.015 "
         f"(the screened fcj_r128_supcon_t005_gem_fl1_el{tag}_e40 at the full budget)",
         base="fcj_r192_supcon_t005_gem_fl1_v02_e120", train={"flip_identities": 1, "elastic": e}, val_fraction=0.02)
-       for tag, e in (("03", 0.03), ("05", 0.05))},
+       for tag, e in (("0", 0.0), ("03", 0.03), ("05", 0.05))},
     # ... and the screened proxy loss on top (fcj_r128_supcon_t005_gem_px03_e40: EER -0.1, FNMR -2.9 points).
     "fcj_r192_supcon_t005_gem_fl1_v02_px03_e120": _on_recipe(
         "fcj_r192_supcon_t005_gem_fl1_v02_e120 with a CosFace proxy loss (weight 0.3, margin 0.2; the screened "
@@ -315,7 +327,9 @@ SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr12
           "fcj_r208d406_supcon_t005_gem_e40", "fcj_r128_supcon_t005_gem_m10_e40", "fcj_r128_supcon_t005_gem_m25_e40",
           "fcj_r128_supcon_t005_gem_m40_e40", "fcj_r128_supcon_t005_gem_fl1_e40", "fcj_r128_supcon_t005_gem_fl3_e40",
           "fcj_r128_supcon_t005_gem_px1_e40", "fcj_r128_supcon_t005_gem_px03_e40",
-          "fcj_r128_supcon_t005_gem_fl1_el03_e40", "fcj_r128_supcon_t005_gem_fl1_el05_e40")
+          "fcj_r128_supcon_t005_gem_fl1_el0_e40", "fcj_r128_supcon_t005_gem_fl1_el03_e40",
+          "fcj_r128_supcon_t005_gem_fl1_el05_e40", "fcj_r128_supcon_t005_gem_fl1_rot10_e40",
+          "fcj_r128_supcon_t005_gem_fl1_rot30_e40")
 
 
 def _toml_value(v) -> str:

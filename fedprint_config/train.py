@@ -39,6 +39,8 @@ class TrainConfig:
         larger one shows the network impressions that caught another part of the finger (put down higher or
         lower on the sensor window), where FCJ2020's failing genuine pairs cluster; 0.2 measured no gain there
         (docs/real_prints_recipe.md).
+    rotation : float
+        Largest rotation of the placement augmentation in degrees, either way (default 20).
     elastic : float
         RMS of the plastic-distortion augmentation's smooth displacement field as a fraction of the input side
         (default 0.015, about 3 px at 192 px; :mod:`models.augment`, after Cappelli et al. 2001): a larger one
@@ -116,6 +118,7 @@ class TrainConfig:
     augment: bool = True
     scale_jitter: float = 0.05
     translation: float = 0.1
+    rotation: float = 20.0
     elastic: float = 0.015
     flip_identities: int = 0
     texture: float = 0.0
@@ -147,6 +150,7 @@ class TrainConfig:
             "schedule": self.schedule in SCHEDULES,
             "scale_jitter": 0 <= self.scale_jitter < 1,
             "translation": 0 <= self.translation < 1,
+            "rotation": 0 <= self.rotation <= 180,
             "elastic": 0 <= self.elastic < 0.2,
             "flip_identities": self.flip_identities in FLIP_IDENTITIES and (self.flip_identities == 0
                                                                             or self.sampler == "pk"),
@@ -171,7 +175,7 @@ class TrainConfig:
             raise ValueError(f"train: invalid value for {', '.join(bad)} (sampler one of {SAMPLERS}, schedule one "
                              f"of {SCHEDULES}, minutiae_layer one of {MINUTIAE_LAYERS}, loss one of {LOSSES} (not "
                              f"contrastive only with sampler = \"pk\"), p and k >= 2, scale_jitter and "
-                             f"translation in [0, 1), elastic in [0, 0.2), flip_identities one of "
+                             f"translation in [0, 1), rotation in [0, 180], elastic in [0, 0.2), flip_identities in "
                              f"{FLIP_IDENTITIES} (not 0 only with sampler = \"pk\"), texture in [0, 1], ema and "
                              f"weight_decay in [0, 1), supcon_margin in [0, 1) and > 0 only with loss = "
                              f"\"supcon\", proxy_margin in [0, 1), dense_weight, minutiae_weight and proxy_weight "

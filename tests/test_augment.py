@@ -80,12 +80,12 @@ def test_texture_spec_bounds():
         AugmentSpec(texture=1.5)
 
 
-def test_train_config_texture_scale_jitter_translation_and_elastic_bounds():
+def test_train_config_augmentation_bounds():
     from fedprint_config.train import TrainConfig
 
     assert TrainConfig(texture=0.5, scale_jitter=0.2, translation=0.2, elastic=0.05).texture == 0.5
     for bad in ({"texture": 1.5}, {"texture": -0.1}, {"scale_jitter": 1.0}, {"translation": 1.0},
-                {"translation": -0.1}, {"elastic": 0.2}, {"elastic": -0.01}):
+                {"translation": -0.1}, {"elastic": 0.2}, {"elastic": -0.01}, {"rotation": -1}, {"rotation": 181}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             TrainConfig(**bad)
 
@@ -94,10 +94,10 @@ def test_training_augmentation_follows_the_train_config():
     from client.trainer import augment_spec
     from fedprint_config.train import TrainConfig
 
-    spec = augment_spec(TrainConfig(translation=0.2, scale_jitter=0.1, texture=0.5, elastic=0.04))
-    assert (spec.translation, spec.scale, spec.texture, spec.elastic) == (0.2, 0.1, 0.5, 0.04)
-    assert augment_spec(TrainConfig()).elastic == AugmentSpec().elastic  # the default run is unchanged
-    assert spec.rotation_deg == AugmentSpec().rotation_deg  # the rest keeps its defaults
+    spec = augment_spec(TrainConfig(translation=0.2, scale_jitter=0.1, texture=0.5, elastic=0.04, rotation=10))
+    assert (spec.translation, spec.scale, spec.texture, spec.elastic, spec.rotation_deg) == (0.2, 0.1, 0.5, 0.04, 10)
+    assert spec.noise == AugmentSpec().noise  # the rest keeps its defaults
+    assert augment_spec(TrainConfig()) == AugmentSpec()  # the default run is unchanged
     assert not augment_spec(TrainConfig(augment=False)).enabled
 
 
