@@ -227,11 +227,12 @@ def pair_pivot(rows: list[dict], key: str) -> str:
     return "\n".join(tables)
 
 
-def trained_real_sets(sources) -> list[str]:
+def trained_real_sets(sources, unseen=()) -> list[str]:
     """Real sets (folders under the real-set root) that an experiment's ``[[data.sources]]`` train on.
 
     ``kind = "real"`` names its set; a ``kind = "dataset"`` whose root lies inside one of the real-set folders counts
-    too. Their rows in the "every real set" table include training fingers: not held-out figures.
+    too. Their rows in the "every real set" table include training fingers: not held-out figures. A source whose
+    domain is in ``unseen`` (``[partition] unseen``: no client gets it) trains nothing and is left out.
     """
     from data.real_sets import real_set_dirs
 
@@ -239,6 +240,7 @@ def trained_real_sets(sources) -> list[str]:
         dirs = {d.resolve(): d.name for d, _layout in real_set_dirs()}
     except OSError:
         dirs = {}
+    sources = [s for s in sources if (s.domain or (s.name if s.kind == "real" else "")) not in set(unseen)]
     names = {s.name for s in sources if s.kind == "real"}
     for s in sources:
         if s.kind == "dataset" and s.root:
@@ -247,12 +249,13 @@ def trained_real_sets(sources) -> list[str]:
     return sorted(names)
 
 
-def real_sample_heading(sources) -> str:
-    """Heading (and caveat) of the "EER on real fingerprints" section: honest about sets this run trained on."""
-    trained = trained_real_sets(sources)
+def real_sample_heading(sources, unseen=()) -> str:
+    """Heading (and caveat) of the "EER on real fingerprints" section: honest about sets this run trained on
+    (``unseen``: the ``[partition] unseen`` domains, which it did not)."""
+    trained = trained_real_sets(sources, unseen)
     if not trained:
         return "## EER on real fingerprints (never used in training)\n"
-    return ("## EER on every real set (all pairs)\n\n"
+    return ("## EER on every real set\n\n"
             f"**{', '.join(trained)}: this run trained on these sets' training fingers, so their rows (and the pooled "
             "column) are not held-out figures** — the held-out ones are the test metrics and the common test set "
             "above. The other sets were never used in training.\n")
@@ -345,7 +348,7 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
         noise_swings(run_dir, methods),
         unseen_section(cfg, unseen or []),
         common_test_section(common or []),
-        real_sample_heading(cfg.data.sources),
+        real_sample_heading(cfg.data.sources, cfg.partition.unseen),
         real_sample_section(real),
         "## Failed or dropped clients\n",
         markdown_table(problems) if problems else "None: every client answered every round.\n",

@@ -260,7 +260,7 @@ def _report(cfg, mode, clients, rows, avg, history, seconds, dp, real) -> str:
         + markdown_table(rows, ["model", *METRIC_COLUMNS, *(["eer_fpdfsn_probes"] if cfg.fpdfsn.enabled else [])])
         + f"\nAverage over clients: accuracy {avg['accuracy']:.4f}, EER {avg['eer']:.4f}, "
           f"ROC AUC {avg['roc_auc']:.4f}, FNMR@FMR1% {avg['fmr100']:.4f}\n\n"
-        + real_sample_heading(cfg.data.sources) + "\n"
+        + real_sample_heading(cfg.data.sources, cfg.partition.unseen) + "\n"
         + real_sample_section(real) + "\n"
         + "## Training loss\n\n"
         + markdown_table(history, loss_cols)

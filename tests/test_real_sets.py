@@ -106,3 +106,6 @@ def test_report_heading_names_the_real_sets_a_run_trained_on(monkeypatch, tmp_pa
     heading = real_sample_heading([real, by_path])
     assert "never used in training" not in heading.splitlines()[0]
     assert "sensor_fvc, sensor_gen" in heading and "not held-out" in heading
+    # a set held out by [partition] unseen trains nothing: not named among the trained-on ones
+    assert trained_real_sets([real, by_path], unseen=("sensor_gen",)) == ["sensor_fvc"]
+    assert "never used in training" in real_sample_heading([real], unseen=("sensor_gen",))
