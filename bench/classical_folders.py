@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "classical_folders.csv", rows)
-    table = markdown_table(rows, COLUMNS)
+    table = markdown_table([{**r, **{k: "—" if r[k] is None else f"{r[k]:.1f}" for k in COLUMNS[-2:]}}
+                            for r in rows], COLUMNS)
     write_text(out / "classical_folders.md", "# The classical matcher alone (afis Gabor + Bozorth3)\n\n" + table + "\n")
     print(table)
     return 0
