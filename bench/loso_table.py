@@ -1,0 +1,96 @@
+"""Leave-one-sensor-out runs against the classical matcher on the same pairs (issue 22, target 2).
+
+Each run folder is a ``fedprint train`` of an experiment with ``[partition] unseen = [SENSOR]`` (e.g.
+``experiments/real_sensors_loso_twins.toml``): the model never saw any print of that sensor, so every pair of its
+folder is a test pair. The model is scored on the unseen folder under each protocol (FVC: all genuine pairs and
+first-impression impostor pairs; all: every pair) and set beside the classical matcher alone on the same pairs, read
+from ``bench/classical_folders.py``'s CSV (pairs are fixed by the folder and the protocol).
+
+    nice -n 10 .venv/bin/python bench/loso_table.py runs/loso/fvc_300x300_b runs/loso/pyfnprint_16x8 ... \\
+        --classical runs/classical_all/classical_folders.csv --out runs/loso/table.md
+
+Prints the table (and writes ``--out``): per run, the unseen sensor, the seed, the pairs behind each number, deep and
+classical EER and FNMR @ FMR 1 % (— below 100 impostor pairs), and whether the deep EER is at or below the
+classical one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from data.atomic_io import write_text  # noqa: E402
+from data.datasets import detect_layout, load_dataset  # noqa: E402
+from fedprint_config.rundir import markdown_table  # noqa: E402
+from models.model_file import load_model  # noqa: E402
+from recognition.matching import evaluate  # noqa: E402
+
+COLUMNS = ["unseen sensor", "seed", "protocol", "genuine / impostor", "deep EER %", "classical EER %",
+           "deep FNMR@FMR1 %", "classical FNMR@FMR1 %", "deep at or below"]
+
+
+def run_rows(run: Path, real: Path, classical: dict, protocols: list[str]) -> list[dict]:
+    """The rows of one run folder: its unseen sensor scored under each protocol, beside the classical matcher."""
+    cfg = json.loads((run / "config.json").read_text())
+    unseen = cfg["partition"]["unseen"]
+    if len(unseen) != 1:
+        raise ValueError(f"{run}: expected one [partition] unseen sensor, got {unseen}")
+    sensor, folder = unseen[0], real / unseen[0]
+    model = load_model(run / "model_centralized.pt")
+    records = load_dataset(detect_layout(folder), folder)
+    rows = []
+    for protocol in protocols:
+        m, _, _ = evaluate(model, records, protocol)
+        c = classical.get((sensor, protocol))
+        if c is None:
+            raise KeyError(f"no classical row for {sensor} / {protocol}: run bench/classical_folders.py --sets "
+                           f"{sensor} --protocols {protocol}")
+        if (int(c["genuine"]), int(c["impostor"])) != (m["n_genuine"], m["n_impostor"]):
+            raise ValueError(f"{sensor} / {protocol}: the classical rows scored {c['genuine']} / {c['impostor']} "
+                             f"pairs, the model {m['n_genuine']} / {m['n_impostor']}: not the same pairs")
+        deep_eer, classical_eer = 100 * m["eer"], float(c["EER %"])
+        rows.append({"unseen sensor": sensor, "seed": cfg["run"]["seed"], "protocol": protocol,
+                     "genuine / impostor": f"{m['n_genuine']:,} / {m['n_impostor']:,}",
+                     "deep EER %": f"{deep_eer:.1f}", "classical EER %": f"{classical_eer:.1f}",
+                     "deep FNMR@FMR1 %": "—" if m.get("fnmr_at_fmr_1%") is None
+                     else f"{100 * m['fnmr_at_fmr_1%']:.1f}",
+                     "classical FNMR@FMR1 %": f"{float(c['FNMR@FMR1 %']):.1f}" if c["FNMR@FMR1 %"] else "—",
+                     "deep at or below": "yes" if round(deep_eer, 1) <= round(classical_eer, 1) else "no"})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="+", help="fedprint train run folders with one [partition] unseen sensor")
+    ap.add_argument("--classical", required=True, help="classical_folders.csv of bench/classical_folders.py")
+    ap.add_argument("--real-samples", default=os.environ.get("FEDPRINT_REAL_SAMPLES", "../shared/data/real"))
+    ap.add_argument("--protocols", default="fvc,all")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    real = Path(args.real_samples)
+    if not real.is_dir():
+        print(f"loso_table: error: real sets folder not found: {real}", file=sys.stderr)
+        return 2
+    classical = {(r["set"], r["protocol"]): r for r in csv.DictReader(Path(args.classical).open())}
+    protocols = [p for p in args.protocols.split(",") if p]
+    try:
+        rows = [r for run in args.runs for r in run_rows(Path(run), real, classical, protocols)]
+    except (OSError, KeyError, ValueError) as e:
+        print(f"loso_table: error: {e}", file=sys.stderr)
+        return 2
+    table = markdown_table(rows, COLUMNS)
+    print(table)
+    if args.out:
+        write_text(Path(args.out), table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
