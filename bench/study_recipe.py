@@ -293,12 +293,6 @@ VARIANTS: dict[str, dict] = {
         "fcj_r192_supcon_t005_gem_fl1_e120 trained on 118 of the 120 non-test fingers instead of 108 (val_fraction "
         "0.02, as fcj_rr192_supcon_t005_v02_e120)", base="fcj_r192_supcon_t005_gem_fl1_e120",
         train={"flip_identities": 1}, val_fraction=0.02),
-    # ... and the screened stronger plastic distortion on top ([train] elastic).
-    **{f"fcj_r192_supcon_t005_gem_fl1_v02_el{tag}_e120": _on_recipe(
-        f"fcj_r192_supcon_t005_gem_fl1_v02_e120 with plastic distortion of rms {e:g} of the side instead of 0.015 "
-        f"(the screened fcj_r128_supcon_t005_gem_fl1_el{tag}_e40 at the full budget)",
-        base="fcj_r192_supcon_t005_gem_fl1_v02_e120", train={"flip_identities": 1, "elastic": e}, val_fraction=0.02)
-       for tag, e in (("0", 0.0), ("03", 0.03), ("05", 0.05))},
     # ... and the screened proxy loss on top (fcj_r128_supcon_t005_gem_px03_e40: EER -0.1, FNMR -2.9 points).
     "fcj_r192_supcon_t005_gem_fl1_v02_px03_e120": _on_recipe(
         "fcj_r192_supcon_t005_gem_fl1_v02_e120 with a CosFace proxy loss (weight 0.3, margin 0.2; the screened "
