@@ -101,29 +101,20 @@ def test_training_augmentation_follows_the_train_config():
     assert not augment_spec(TrainConfig(augment=False)).enabled
 
 
+def _mean_dot_offset(side: int, **strength: float) -> float:
+    """Mean distance (px) from the centre at which a bright centre dot lands under one placement part alone."""
+    x = torch.zeros(64, 1, side, side)
+    x[:, :, side // 2, side // 2] = 1.0
+    off = {k: 0.0 for k in ("rotation_deg", "translation", "scale", "elastic", "contrast", "noise", "erase_p")}
+    out = augment(x, AugmentSpec(**{**off, **strength}), torch.Generator().manual_seed(0))[:, 0]
+    idx = out.flatten(1).argmax(1)
+    c = side // 2
+    return float(torch.hypot(idx // side - float(c), idx % side - float(c)).mean())
+
+
 def test_larger_translation_moves_the_print_further():
-    """A bright dot at the centre lands further from it, on average, with a larger shift (placement only)."""
-    x = torch.zeros(64, 1, 33, 33)
-    x[:, :, 16, 16] = 1.0
-    only = {k: 0.0 for k in ("rotation_deg", "scale", "elastic", "contrast", "noise", "erase_p")}
-
-    def mean_offset(shift: float) -> float:
-        out = augment(x, AugmentSpec(translation=shift, **only), torch.Generator().manual_seed(0))[:, 0]
-        idx = out.flatten(1).argmax(1)
-        return float(torch.hypot(idx // 33 - 16.0, idx % 33 - 16.0).mean())
-
-    assert mean_offset(0.2) > 1.6 * mean_offset(0.1) > 0
+    assert _mean_dot_offset(33, translation=0.2) > 1.6 * _mean_dot_offset(33, translation=0.1) > 0
 
 
 def test_stronger_elastic_field_displaces_the_print_further():
-    """A bright dot at the centre lands further from it, on average, under a stronger plastic distortion."""
-    x = torch.zeros(64, 1, 65, 65)
-    x[:, :, 32, 32] = 1.0
-    only = {k: 0.0 for k in ("rotation_deg", "translation", "scale", "contrast", "noise", "erase_p")}
-
-    def mean_offset(elastic: float) -> float:
-        out = augment(x, AugmentSpec(elastic=elastic, **only), torch.Generator().manual_seed(0))[:, 0]
-        idx = out.flatten(1).argmax(1)
-        return float(torch.hypot(idx // 65 - 32.0, idx % 65 - 32.0).mean())
-
-    assert mean_offset(0.05) > 2 * mean_offset(0.015) > 0
+    assert _mean_dot_offset(65, elastic=0.05) > 2 * _mean_dot_offset(65, elastic=0.015) > 0
