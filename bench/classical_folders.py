@@ -25,10 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from data.atomic_io import write_csv, write_text  # noqa: E402
+from data.datasets import load_dataset  # noqa: E402
+from data.real_sets import real_set_dirs  # noqa: E402
 from fedprint_config.rundir import markdown_table  # noqa: E402
 from recognition.matching import protocol_pairs  # noqa: E402
 from recognition.minutiae_fusion import minutiae_scores  # noqa: E402
-from recognition.real_samples import load_real_sets, rate_row  # noqa: E402
+from recognition.real_samples import rate_row  # noqa: E402
 
 COLUMNS = ["set", "protocol", "genuine", "impostor", "EER %", "FNMR@FMR1 %"]
 
@@ -66,14 +68,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"classical_folders: error: --protocols: expected fvc and/or all, got {args.protocols!r}",
               file=sys.stderr)
         return 2
-    sets = load_real_sets(root)
-    wanted = [s for s in args.sets.split(",") if s] or list(sets)
-    unknown = set(wanted) - set(sets)
+    found = {d.name: (d, layout) for d, layout in real_set_dirs(root)}
+    wanted = [s for s in args.sets.split(",") if s] or list(found)
+    unknown = set(wanted) - set(found)
     if unknown:
-        print(f"classical_folders: error: --sets: no folder {sorted(unknown)} under {root}; found {sorted(sets)}",
+        print(f"classical_folders: error: --sets: no folder {sorted(unknown)} under {root}; found {sorted(found)}",
               file=sys.stderr)
         return 2
-    rows = classical_rows({s: sets[s] for s in wanted}, protocols, Path(args.cache) if args.cache else None)
+    sets = {s: load_dataset(found[s][1], found[s][0]) for s in wanted}  # only the folders asked for are read
+    rows = classical_rows(sets, protocols, Path(args.cache) if args.cache else None)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "classical_folders.csv", rows)

@@ -28,9 +28,12 @@ sys.path.insert(0, str(ROOT))
 
 from data.atomic_io import write_text  # noqa: E402
 from data.datasets import detect_layout, load_dataset  # noqa: E402
+from data.real_sets import real_set_dir  # noqa: E402
 from fedprint_config.rundir import markdown_table  # noqa: E402
+from models.metrics import pair_cosines  # noqa: E402
 from models.model_file import load_model  # noqa: E402
-from recognition.matching import evaluate  # noqa: E402
+from recognition.matching import embed_images, protocol_pairs  # noqa: E402
+from recognition.real_samples import rate_row  # noqa: E402
 
 COLUMNS = ["unseen sensor", "seed", "protocol", "genuine / impostor", "deep EER %", "classical EER %",
            "deep FNMR@FMR1 %", "classical FNMR@FMR1 %", "deep at or below"]
@@ -42,25 +45,28 @@ def run_rows(run: Path, real: Path, classical: dict, protocols: list[str]) -> li
     unseen = cfg["partition"]["unseen"]
     if len(unseen) != 1:
         raise ValueError(f"{run}: expected one [partition] unseen sensor, got {unseen}")
-    sensor, folder = unseen[0], real / unseen[0]
-    model = load_model(run / "model_centralized.pt")
+    sensor = unseen[0]
+    folder = real_set_dir(sensor, real)
     records = load_dataset(detect_layout(folder), folder)
+    # one embedding per print, shared by every protocol (their pairs differ, the prints do not)
+    emb = embed_images(load_model(run / "model_centralized.pt"), [r.image for r in records],
+                       [r.dpi for r in records])
     rows = []
     for protocol in protocols:
-        m, _, _ = evaluate(model, records, protocol)
+        pairs = protocol_pairs(records, protocol)
+        m = rate_row(-pair_cosines(emb, pairs), pairs.label)  # the metrics classical_folders.py gives the matcher
         c = classical.get((sensor, protocol))
         if c is None:
             raise KeyError(f"no classical row for {sensor} / {protocol}: run bench/classical_folders.py --sets "
                            f"{sensor} --protocols {protocol}")
-        if (int(c["genuine"]), int(c["impostor"])) != (m["n_genuine"], m["n_impostor"]):
+        if (int(c["genuine"]), int(c["impostor"])) != (m["genuine"], m["impostor"]):
             raise ValueError(f"{sensor} / {protocol}: the classical rows scored {c['genuine']} / {c['impostor']} "
-                             f"pairs, the model {m['n_genuine']} / {m['n_impostor']}: not the same pairs")
-        deep_eer, classical_eer = 100 * m["eer"], float(c["EER %"])
+                             f"pairs, the model {m['genuine']} / {m['impostor']}: not the same pairs")
+        deep_eer, classical_eer = 100 * m["EER"], float(c["EER %"])
         rows.append({"unseen sensor": sensor, "seed": cfg["run"]["seed"], "protocol": protocol,
-                     "genuine / impostor": f"{m['n_genuine']:,} / {m['n_impostor']:,}",
+                     "genuine / impostor": f"{m['genuine']:,} / {m['impostor']:,}",
                      "deep EER %": f"{deep_eer:.1f}", "classical EER %": f"{classical_eer:.1f}",
-                     "deep FNMR@FMR1 %": "—" if m.get("fnmr_at_fmr_1%") is None
-                     else f"{100 * m['fnmr_at_fmr_1%']:.1f}",
+                     "deep FNMR@FMR1 %": "—" if m["FNMR@FMR1%"] is None else f"{100 * m['FNMR@FMR1%']:.1f}",
                      "classical FNMR@FMR1 %": f"{float(c['FNMR@FMR1 %']):.1f}" if c["FNMR@FMR1 %"] else "—",
                      "deep at or below": "yes" if round(deep_eer, 1) <= round(classical_eer, 1) else "no"})
     return rows
