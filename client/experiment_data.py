@@ -54,6 +54,7 @@ def client_data(cfg: ExperimentConfig, records: list[FingerprintRecord], *, name
     return build_client_data(
         records, name=name, spec=cfg.model.input_spec(input_size),
         protocol=cfg.data.protocol, test_fraction=cfg.data.test_fraction, val_fraction=cfg.data.val_fraction,
+        fold=cfg.data.fold_spec,
         max_impostors=cfg.data.max_impostors, fpdfsn=fpdfsn_params(cfg, beta), seed=cfg.run.seed + client_id,
         cache_dir=Path(cfg.run.out) / ".cache" / "fpdfsn" if cache else None, progress=progress,
     )

@@ -100,6 +100,7 @@ def build_client_data(
     protocol: str = "open",
     test_fraction: float = 0.2,
     val_fraction: float = 0.2,
+    fold: tuple[int, int] | None = None,
     max_impostors: int = 10_000,
     fpdfsn: FPDFSNParams | None = None,
     seed: int = 0,
@@ -118,6 +119,8 @@ def build_client_data(
         Network input size / padding / normalisation.
     protocol : {"open", "closed"}
         Split protocol (open-set: disjoint fingers in train / val / test).
+    fold : tuple (k, K) of int, optional
+        K-fold split by finger (:func:`data.pairs.split_records`); None (default): ``test_fraction``.
     fpdfsn : FPDFSNParams or None
         FP-DFSN parameters (with this client's β); None = no perturbation.
     seed : int
@@ -129,7 +132,7 @@ def build_client_data(
     if not records:
         raise ValueError(f"client {name!r}: no records")
     split = split_records(records, protocol=protocol, test_fraction=test_fraction,
-                          val_fraction=val_fraction, seed=seed)
+                          val_fraction=val_fraction, seed=seed, fold=fold)
     pairs = {
         part: make_pairs(records, getattr(split, part), max_impostors=max_impostors, seed=seed + k)
         if len(getattr(split, part)) else PairSet(np.zeros(0, np.int64), np.zeros(0, np.int64),

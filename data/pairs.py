@@ -104,14 +104,30 @@ def _has_genuine(codes: np.ndarray) -> bool:
 
 
 def _open_split(codes: np.ndarray, n_fingers: int, tf: float, vf: float,
-                rng: np.random.Generator) -> np.ndarray:
+                rng: np.random.Generator, fold: tuple[int, int] | None = None) -> np.ndarray:
     """Part (0 train, 1 val, 2 test) of each record, by finger; fingers with >= 2 images are split as their
-    own stratum so that every part receives fingers that can form genuine pairs."""
+    own stratum so that every part receives fingers that can form genuine pairs. With ``fold = (k, K)`` the
+    test fingers are those at positions ``k, k + K, k + 2K, ...`` of the seeded permutation (``tf`` unused)."""
     images = np.bincount(codes, minlength=n_fingers)
     part = np.zeros(n_fingers, dtype=np.int64)
     for capable in (True, False):
         fingers = np.flatnonzero((images >= 2) == capable)
         n = fingers.size
+        if fold is not None:
+            perm = rng.permutation(fingers)  # the same permutation for every k: the K test parts cover each finger once
+            k, n_folds = fold
+            is_test = np.arange(n) % n_folds == k
+            rest = perm[~is_test]
+            n_val = _round_half_up(rest.size * vf)
+            if capable and vf > 0:
+                n_val = max(n_val, 2)
+            if capable and (int(is_test.sum()) < 2 or rest.size - n_val < 2):
+                raise ValueError(f"{n_folds}-fold open-set split: {n} finger(s) with >= 2 images leave "
+                                 f"{int(is_test.sum())} test and {rest.size - n_val} training finger(s) in fold "
+                                 f"{k}; each part needs two (genuine and impostor pairs)")
+            part[perm[is_test]] = 2
+            part[rest[:n_val]] = 1
+            continue
         n_test = _round_half_up(n * tf)
         n_val = _round_half_up((n - n_test) * vf)
         if capable:
@@ -173,6 +189,15 @@ def _closed_split(codes: np.ndarray, imp: np.ndarray, n_fingers: int, tf: float,
     return unit_part[unit_of_rec]
 
 
+def check_fold(fold) -> None:
+    """Raise ValueError unless ``fold`` is ``(k, K)`` with integers K >= 2 and 0 <= k < K."""
+    ok = (isinstance(fold, tuple | list) and len(fold) == 2
+          and all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in fold)
+          and fold[1] >= 2 and 0 <= fold[0] < fold[1])
+    if not ok:
+        raise ValueError(f"fold: expected (k, K) with integers K >= 2 and 0 <= k < K, got {fold!r}")
+
+
 def split_records(
     records: Sequence[FingerprintRecord],
     indices=None,
@@ -181,6 +206,7 @@ def split_records(
     test_fraction: float = 0.2,
     val_fraction: float = 0.2,
     seed: int | np.random.Generator,
+    fold: tuple[int, int] | None = None,
 ) -> Split:
     """Split one client's records into train / val / test (Yan et al. 2025, Sec. 5.2: 4:1, then 1/5 of train as val).
 
@@ -203,6 +229,10 @@ def split_records(
         val.
     seed : int or numpy.random.Generator
         Randomness of the split.
+    fold : tuple (k, K) of int, optional
+        K-fold cross-validation by finger (open protocol only): the fingers are permuted by ``seed`` and every
+        K-th one from position ``k`` is a test finger, so the K splits of one seed hold out each finger exactly
+        once; ``test_fraction`` is then unused. Validation fingers come from the rest as above. Default None.
 
     Raises
     ------
@@ -215,6 +245,10 @@ def split_records(
         raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction!r}")
     if not (math.isfinite(val_fraction) and 0.0 <= val_fraction < 1.0):
         raise ValueError(f"val_fraction must lie in [0, 1), got {val_fraction!r}")
+    if fold is not None:
+        check_fold(fold)
+        if protocol != "open":
+            raise ValueError(f"fold: K-fold splits by finger need protocol='open', got {protocol!r}")
     idx = check_indices(records, indices)
     if idx.size < 2:
         raise ValueError(f"indices: need at least 2 records to split, got {idx.size}")
@@ -222,7 +256,7 @@ def split_records(
     codes, n_fingers = finger_codes(records, idx)
 
     if protocol == "open":
-        part = _open_split(codes, n_fingers, test_fraction, val_fraction, rng)
+        part = _open_split(codes, n_fingers, test_fraction, val_fraction, rng, fold)
     else:
         imp = np.array([records[i].impression for i in idx.tolist()], dtype=np.int64)
         part = _closed_split(codes, imp, n_fingers, test_fraction, val_fraction, rng)

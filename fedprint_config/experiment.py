@@ -107,10 +107,23 @@ class DataSection:
     test_fraction: float = 0.2
     val_fraction: float = 0.2
     max_impostors: int = 10_000
+    folds: int = 0
+    fold: int = 0
 
     def __post_init__(self) -> None:
         if self.protocol not in ("open", "closed"):
             raise ValueError(f"data.protocol: expected 'open' or 'closed', got {self.protocol!r}")
+        if self.folds:  # K-fold cross-validation by finger: the K runs of one seed test every finger once
+            if isinstance(self.folds, bool) or not isinstance(self.folds, int) or self.folds < 2:
+                raise ValueError(f"data.folds: expected 0 (off) or an integer >= 2, got {self.folds!r}")
+            if isinstance(self.fold, bool) or not isinstance(self.fold, int) or not 0 <= self.fold < self.folds:
+                raise ValueError(f"data.fold: expected an integer in [0, {self.folds - 1}] (data.folds = "
+                                 f"{self.folds}), got {self.fold!r}")
+            if self.protocol != "open":
+                raise ValueError(f"data.folds: K-fold splits by finger need protocol = 'open', got "
+                                 f"{self.protocol!r}")
+        elif self.fold:
+            raise ValueError(f"data.fold = {self.fold!r} needs data.folds >= 2 (K-fold splits by finger)")
         if not self.sources:
             raise ValueError("data.sources: at least one source is needed")
         for name in ("test_fraction", "val_fraction"):  # both > 0: the gaps and thresholds need validation pairs
@@ -118,6 +131,11 @@ class DataSection:
                 raise ValueError(f"data.{name}: expected a fraction in (0, 1), got {getattr(self, name)}")
         if self.max_impostors < 1:
             raise ValueError(f"data.max_impostors: expected an integer >= 1, got {self.max_impostors}")
+
+    @property
+    def fold_spec(self) -> tuple[int, int] | None:
+        """``(fold, folds)`` for :func:`data.pairs.split_records`, or None when K-fold splitting is off."""
+        return (self.fold, self.folds) if self.folds else None
 
 
 @dataclass(frozen=True)

@@ -143,7 +143,8 @@ def check_partitions(cfg, records: Sequence, parts: Sequence, *, source: str) ->
         fingers = len({r.identity for r in recs})
         try:
             split = split_records(recs, protocol=cfg.data.protocol, test_fraction=cfg.data.test_fraction,
-                                  val_fraction=cfg.data.val_fraction, seed=cfg.run.seed + p.client_id)
+                                  val_fraction=cfg.data.val_fraction, seed=cfg.run.seed + p.client_id,
+                                  fold=cfg.data.fold_spec)
         except ValueError as exc:
             raise ValueError(f"{source}: client {p.name!r} ({fingers} fingers, {len(recs)} images) cannot be "
                              f"split for the {cfg.data.protocol}-set protocol: {exc}") from None

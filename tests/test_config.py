@@ -78,6 +78,10 @@ def test_federated_runs_refuse_dp_instead_of_ignoring_it(tmp_path):
 @pytest.mark.parametrize("table, key", [
     ({"data": {"val_fraction": 0.0}}, "data.val_fraction"),
     ({"data": {"test_fraction": 1.0}}, "data.test_fraction"),
+    ({"data": {"folds": 1}}, "data.folds"),
+    ({"data": {"folds": 3, "fold": 3}}, "data.fold"),
+    ({"data": {"fold": 1}}, "data.fold"),
+    ({"data": {"folds": 3, "protocol": "closed"}}, "data.folds"),
     ({"model": {"encoder": "vgg"}}, "model.encoder"),
     ({"model": {"input_size": 4}}, "model.input_size"),
     ({"fpdfsn": {"beta": 1.5}}, "fpdfsn.beta"),
@@ -167,3 +171,8 @@ def test_model_pool_grid_is_validated_and_only_stored_when_set():
         ModelSection(pool_grid=0)
     with pytest.raises(ValueError, match="only the 'compact' encoder"):
         ModelSection(encoder="resnet18", pool_grid=2)
+
+
+def test_folds_reach_the_split():
+    assert parse_config({}).data.fold_spec is None
+    assert parse_config({"data": {"folds": 3, "fold": 2}}).data.fold_spec == (2, 3)

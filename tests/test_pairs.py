@@ -92,6 +92,35 @@ def test_open_split_too_few_capable_fingers():
         split_records(ragged_records([3, 1, 1]), seed=0, val_fraction=0.0)
 
 
+def test_open_split_folds_cover_every_finger_once():
+    recs = make_records(17, 3)
+    tests = [split_records(recs, seed=4, val_fraction=0.1, fold=(k, 3)) for k in range(3)]
+    held = [ids(recs, s.test) for s in tests]
+    assert sorted(len(h) for h in held) == [5, 6, 6]
+    assert set().union(*held) == ids(recs, np.arange(len(recs)))  # every finger tested once ...
+    assert sum(len(h) for h in held) == 17  # ... and only once
+    for s in tests:
+        assert not (ids(recs, s.train) & ids(recs, s.test)) and not (ids(recs, s.val) & ids(recs, s.test))
+        assert len(ids(recs, s.val)) == 2  # the minimum two validation fingers
+        assert np.array_equal(np.sort(np.concatenate([s.train, s.val, s.test])), np.arange(len(recs)))
+    other = split_records(recs, seed=5, val_fraction=0.1, fold=(0, 3))
+    assert ids(recs, other.test) != held[0]  # the seed draws the folds
+
+
+@pytest.mark.parametrize("kwargs, msg", [
+    (dict(fold=(3, 3)), r"fold: expected \(k, K\)"),
+    (dict(fold=(0, 1)), r"fold: expected \(k, K\)"),
+    (dict(fold=(0.0, 2)), r"fold: expected \(k, K\)"),
+    (dict(fold=(0, 2), protocol="closed"), "need protocol='open'"),
+    (dict(fold=(2, 8)), r"8-fold open-set split: 10 finger\(s\) with >= 2 images leave 1 test and 7 training "
+                        r"finger\(s\) in fold 2"),
+])
+def test_open_split_fold_errors(kwargs, msg):
+    recs = make_records(10, 3)
+    with pytest.raises(ValueError, match=msg):
+        split_records(recs, seed=0, **kwargs)
+
+
 # ------------------------------------------------------------------------------------------ closed-set split
 
 
