@@ -62,28 +62,33 @@ def run_config(run: Path) -> ExperimentConfig:
     return cfg
 
 
-def fold_scores(run: Path, cfg: ExperimentConfig, max_impostors: int, cache: Path | None,
-                progress: bool) -> dict[str, dict]:
-    """Per sensor of one fold run: held-out finger names, deep cosines of all held-out pairs with labels, and the
-    deep and classical scores of the compared subset (every genuine pair, at most ``max_impostors`` impostors)."""
+def fold_pairs(cfg: ExperimentConfig, max_impostors: int):
+    """Per institution of one fold's experiment: (name, its records, its held-out finger names, every pair among
+    them, the compared subset: every genuine pair and at most ``max_impostors`` impostors drawn with the fold)."""
     from client.experiment_data import experiment_partitions
 
     records, parts = experiment_partitions(cfg)
-    model = load_model(run / "model_centralized.pt")
-    out = {}
     for p in parts:
         recs = [records[i] for i in p.indices]
         split = split_records(recs, protocol=cfg.data.protocol, test_fraction=cfg.data.test_fraction,
                               val_fraction=cfg.data.val_fraction, seed=cfg.run.seed + p.client_id,
                               fold=cfg.data.fold_spec)
         pairs = make_pairs(recs, split.test, max_impostors=10**9, seed=0)  # every pair of the held-out fingers
+        yield (p.name, recs, {recs[i].identity for i in split.test.tolist()}, pairs,
+               capped_impostors(pairs, max_impostors, seed=cfg.data.fold))
+
+
+def fold_scores(run: Path, cfg: ExperimentConfig, max_impostors: int, cache: Path | None,
+                progress: bool) -> dict[str, dict]:
+    """Per sensor of one fold run: held-out finger names, deep cosines of all held-out pairs with labels, and the
+    deep and classical scores of the compared subset (:func:`fold_pairs`)."""
+    model = load_model(run / "model_centralized.pt")
+    out = {}
+    for name, recs, fingers, pairs, sub in fold_pairs(cfg, max_impostors):
         emb = embed_images(model, [r.image for r in recs], [r.dpi for r in recs])
-        deep = pair_cosines(emb, pairs)
-        sub = capped_impostors(pairs, max_impostors, seed=cfg.data.fold)
-        out[p.name] = {"fingers": {recs[i].identity for i in split.test.tolist()},
-                       "deep": deep, "label": pairs.label,
-                       "deep_sub": pair_cosines(emb, sub), "label_sub": sub.label,
-                       "classical_sub": minutiae_scores(recs, sub, cache=cache, progress=progress)}
+        out[name] = {"fingers": fingers, "deep": pair_cosines(emb, pairs), "label": pairs.label,
+                     "deep_sub": pair_cosines(emb, sub), "label_sub": sub.label,
+                     "classical_sub": minutiae_scores(recs, sub, cache=cache, progress=progress)}
     return out
 
 
