@@ -30,10 +30,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from data.atomic_io import write_text  # noqa: E402
+from bench.loso_table import emit_table  # noqa: E402
 from data.pairs import make_pairs, split_records  # noqa: E402
 from fedprint_config.experiment import ExperimentConfig, parse_config  # noqa: E402
-from fedprint_config.rundir import markdown_table  # noqa: E402
 from models.metrics import pair_cosines  # noqa: E402
 from models.model_file import load_model  # noqa: E402
 from recognition.matching import capped_impostors, embed_images  # noqa: E402
@@ -142,17 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.real_samples:
         os.environ["FEDPRINT_REAL_SAMPLES"] = args.real_samples
-    try:
-        rows = table_rows([Path(r) for r in args.runs], args.max_impostors,
-                          Path(args.cache) if args.cache else None, progress=not args.quiet)
-    except (OSError, KeyError, ValueError) as e:
-        print(f"fold_table: error: {e}", file=sys.stderr)
-        return 2
-    table = markdown_table(rows, COLUMNS)
-    print(table)
-    if args.out:
-        write_text(Path(args.out), table + "\n")
-    return 0
+    return emit_table("fold_table", lambda: table_rows([Path(r) for r in args.runs], args.max_impostors,
+                                                       Path(args.cache) if args.cache else None,
+                                                       progress=not args.quiet), COLUMNS, args.out)
 
 
 if __name__ == "__main__":

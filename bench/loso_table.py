@@ -86,15 +86,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     classical = {(r["set"], r["protocol"]): r for r in csv.DictReader(Path(args.classical).open())}
     protocols = [p for p in args.protocols.split(",") if p]
+    return emit_table("loso_table", lambda: [r for run in args.runs
+                                             for r in run_rows(Path(run), real, classical, protocols)],
+                      COLUMNS, args.out)
+
+
+def emit_table(prog: str, make_rows, columns: list[str], out: str | None) -> int:
+    """Print the markdown table of ``make_rows()`` (and write it to ``out``): exit status 0, or 2 with the error
+    named on stderr when the rows cannot be made (a missing file, a refused run)."""
     try:
-        rows = [r for run in args.runs for r in run_rows(Path(run), real, classical, protocols)]
+        rows = make_rows()
     except (OSError, KeyError, ValueError) as e:
-        print(f"loso_table: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
-    table = markdown_table(rows, COLUMNS)
+    table = markdown_table(rows, columns)
     print(table)
-    if args.out:
-        write_text(Path(args.out), table + "\n")
+    if out:
+        write_text(Path(out), table + "\n")
     return 0
 
 
