@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from fedprint_config.arg_types import add_device_arg, add_real_samples_arg
@@ -17,6 +18,11 @@ def _train(args: argparse.Namespace) -> int:
     if args.classical_pairs < 0:
         raise ValueError(f"--classical-pairs: expected an integer >= 0, got {args.classical_pairs}")
     cfg = load_config(resolve_experiment(args.config))
+    if args.fold is not None:
+        try:
+            cfg = replace(cfg, data=replace(cfg.data, fold=args.fold))
+        except ValueError as e:
+            raise ValueError(f"--fold {args.fold}: {e}") from None
     if args.out is not None:
         check_out_dir(args.out)
     run_dir = run_training(cfg, args.mode, progress=not args.quiet, classical_pairs=args.classical_pairs,
@@ -61,6 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "impostor test pairs per client (slow: ~0.2 s per pair)")
     p.add_argument("--out", default=None, help="the run directory (new or empty folder; default: "
                                                "<[run] out>/<[run] name>-<mode>-<UTC time>)")
+    p.add_argument("--fold", type=int, default=None, metavar="K",
+                   help="the fold to hold out, instead of the experiment's [data] fold (K-fold experiments, "
+                        "[data] folds >= 2, e.g. real_sensors_folds_twins)")
     add_device_arg(p)
     add_real_samples_arg(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")

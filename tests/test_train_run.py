@@ -60,6 +60,17 @@ def test_bad_config_is_one_clear_line(tmp_path, capsys):
     assert "unknown key" in err and "bad.toml" in err
 
 
+def test_fold_option_overrides_the_experiments_fold(dataset_config, tmp_path, capsys):
+    toml = dataset_config.read_text().replace("n_clients = 2", "n_clients = 1")  # 12 fingers: 6 held out a fold
+    dataset_config.write_text(toml.replace("[partition]", "[data]\nfolds = 2\n[partition]"))
+    out = tmp_path / "fold1"
+    assert main(["train", "--mode", "centralized", "--config", str(dataset_config), "--fold", "1",
+                 "--out", str(out), "--quiet"]) == 0
+    assert json.loads((out / "config.json").read_text())["data"]["fold"] == 1  # the split reads it: test_pairs
+    assert main(["train", "--mode", "centralized", "--config", str(dataset_config), "--fold", "2", "--quiet"]) == 2
+    assert "--fold 2: data.fold: expected an integer in [0, 1]" in capsys.readouterr().err
+
+
 def test_classical_comparison_uses_the_same_pairs(toy_records):
     from client.local_data import build_client_data
     from lab.train_run import classical_comparison
