@@ -240,6 +240,11 @@ VARIANTS: dict[str, dict] = {
        for tag, e in (("0", 0.0), ("03", 0.03), ("05", 0.05))},
     **{f"fcj_r128_supcon_t005_gem_fl1_rot{r}_e40": _on_twins(f"rotations of up to ±{r}° instead of ±20°", rotation=r)
        for r in (10, 30)},
+    # A capture window smaller than the finger ([train] window: with that probability only a random rectangle of
+    # 50-90 % of each side is kept): FVC2000 DB1's prints fill its 15 mm window, whose edge is every print's outline.
+    **{f"fcj_r128_supcon_t005_gem_fl1_win{tag}_e40": _on_twins(
+        f"a random capture window (50-90 % of each side kept) on {int(100 * p)} % of the training images", window=p)
+       for tag, p in (("25", 0.25), ("50", 0.5))},
     "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",

@@ -126,12 +126,12 @@ def embedding_loss(emb: torch.Tensor, labels: torch.Tensor, cfg: TrainConfig) ->
 
 def augment_spec(cfg: TrainConfig) -> AugmentSpec:
     """The augmentation of every training batch: :class:`models.augment.AugmentSpec`'s defaults with the
-    strengths a run configures (scale jitter, shift, rotation, plastic distortion, sensor texture), or none with
-    ``augment = false``."""
+    strengths a run configures (scale jitter, shift, rotation, plastic distortion, sensor texture, capture
+    window), or none with ``augment = false``."""
     if not cfg.augment:
         return AugmentSpec.off()
     return AugmentSpec(scale=cfg.scale_jitter, translation=cfg.translation, rotation_deg=cfg.rotation,
-                       elastic=cfg.elastic, texture=cfg.texture)
+                       elastic=cfg.elastic, texture=cfg.texture, window=cfg.window)
 
 
 def adam(params, cfg: TrainConfig) -> torch.optim.Adam:

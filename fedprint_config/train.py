@@ -45,6 +45,11 @@ class TrainConfig:
         RMS of the plastic-distortion augmentation's smooth displacement field as a fraction of the input side
         (default 0.015, about 3 px at 192 px; :mod:`models.augment`, after Cappelli et al. 2001): a larger one
         shows the network the non-linear stretch of skin pressed harder or sideways.
+    window : float
+        Probability in [0, 1] that a training image keeps only a random capture window of 50-90 % of each side,
+        the rest blanked (default 0: off; :mod:`models.augment`): a sensor window smaller than the finger
+        (FVC2000 DB1's 15 mm square), where the print's outline is the window's edge and two impressions share
+        only part of the skin. Needs ``augment``.
     flip_identities : int
         Mirrored twins added as extra training fingers (default 0: none): 1 adds every training finger's
         left-right mirror image as a new finger, 3 also its upside-down and rotated-by-180 degrees images.
@@ -120,6 +125,7 @@ class TrainConfig:
     translation: float = 0.1
     rotation: float = 20.0
     elastic: float = 0.015
+    window: float = 0.0
     flip_identities: int = 0
     texture: float = 0.0
     dense_weight: float = 0.0
@@ -152,6 +158,7 @@ class TrainConfig:
             "translation": 0 <= self.translation < 1,
             "rotation": 0 <= self.rotation <= 180,
             "elastic": 0 <= self.elastic < 0.2,
+            "window": 0 <= self.window <= 1,
             "flip_identities": self.flip_identities in FLIP_IDENTITIES and (self.flip_identities == 0
                                                                             or self.sampler == "pk"),
             "texture": 0 <= self.texture <= 1,
@@ -176,7 +183,7 @@ class TrainConfig:
                              f"of {SCHEDULES}, minutiae_layer one of {MINUTIAE_LAYERS}, loss one of {LOSSES} (not "
                              f"contrastive only with sampler = \"pk\"), p and k >= 2, scale_jitter and "
                              f"translation in [0, 1), rotation in [0, 180], elastic in [0, 0.2), flip_identities in "
-                             f"{FLIP_IDENTITIES} (not 0 only with sampler = \"pk\"), texture in [0, 1], ema and "
-                             f"weight_decay in [0, 1), supcon_margin in [0, 1) and > 0 only with loss = "
+                             f"{FLIP_IDENTITIES} (not 0 only with sampler = \"pk\"), texture and window in [0, 1], "
+                             f"ema and weight_decay in [0, 1), supcon_margin in [0, 1) and > 0 only with loss = "
                              f"\"supcon\", proxy_margin in [0, 1), dense_weight, minutiae_weight and proxy_weight "
                              f"> 0 only with sampler = \"pk\", positive numbers elsewhere): {asdict(self)}")

@@ -9,6 +9,9 @@ Applied on the fly to each training batch (N, 1, S, S) of normalised inputs, eve
 * **contrast / dryness**: a random gain and offset, a random gamma-like bend of the ridge profile
   (dry prints: thin, faint ridges; wet prints: thick, dark ones) and additive sensor noise;
 * **partial contact**: with probability ``erase_p`` a random rectangle is blanked (a smudge or lifted part);
+* **capture window** (``window``, off by default): with that probability only a random rectangle of 50-90 % of each
+  side is kept and the rest blanked — a sensor window smaller than the finger (FVC2000 DB1's 15 mm square, a
+  phone's sensor), where the print's outline is the window's edge and two impressions share only part of the skin;
 * **sensor texture** (``texture``, off by default): domain randomisation towards real sensors, whose prints next to
   synthetic ones show pores and broken ridges, ridge width that varies across the print, creases, blur or
   near-binary ink, and uneven contrast (:func:`sensor_texture`).
@@ -53,6 +56,8 @@ class AugmentSpec:
         Probability of blanking one random rectangle of up to a quarter of the input (default 0.25).
     texture : float
         Strength of the sensor-texture randomisation in [0, 1] (default 0: off; :func:`sensor_texture`).
+    window : float
+        Probability in [0, 1] of keeping only a random capture window of 50-90 % of each side (default 0: off).
     """
 
     rotation_deg: float = 20.0
@@ -63,12 +68,13 @@ class AugmentSpec:
     noise: float = 0.1
     erase_p: float = 0.25
     texture: float = 0.0
+    window: float = 0.0
 
     def __post_init__(self) -> None:
         for k, v in asdict(self).items():
             if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"AugmentSpec.{k}: expected a finite number >= 0, got {v!r}")
-        for k in ("erase_p", "texture"):
+        for k in ("erase_p", "texture", "window"):
             if getattr(self, k) > 1:
                 raise ValueError(f"AugmentSpec.{k}: expected a value in [0, 1], got {getattr(self, k)}")
 
@@ -139,19 +145,31 @@ def augment(x: torch.Tensor, spec: AugmentSpec, generator: torch.Generator,
     if spec.erase_p > 0:
         hit = torch.rand(n, generator=g) < spec.erase_p
         if bool(hit.any()):
-            eh = (torch.rand(n, generator=g) * 0.5 * h).long() + 1
-            ew = (torch.rand(n, generator=g) * 0.5 * w).long() + 1
-            y0 = (torch.rand(n, generator=g) * (h - eh + 1).float()).long()
-            x0 = (torch.rand(n, generator=g) * (w - ew + 1).float()).long()
-            rows = torch.arange(h).view(1, h, 1)
-            cols = torch.arange(w).view(1, 1, w)
-            box = ((rows >= y0.view(n, 1, 1)) & (rows < (y0 + eh).view(n, 1, 1))
-                   & (cols >= x0.view(n, 1, 1)) & (cols < (x0 + ew).view(n, 1, 1)) & hit.view(n, 1, 1))
+            box = _boxes(n, h, w, 0.0, 0.5, g) & hit.view(n, 1, 1)
             out = out.masked_fill(box.unsqueeze(1), 0.0)
             carry = carry.masked_fill(box.unsqueeze(1), 0.0) if carry is not None else None
+    if spec.window > 0:  # drawn after the erase, so runs without a window keep their draws
+        hit = torch.rand(n, generator=g) < spec.window
+        if bool(hit.any()):
+            outside = ~_boxes(n, h, w, 0.5, 0.9, g) & hit.view(n, 1, 1)
+            out = out.masked_fill(outside.unsqueeze(1), 0.0)
+            carry = carry.masked_fill(outside.unsqueeze(1), 0.0) if carry is not None else None
     if spec.texture > 0:
         out = sensor_texture(out, spec.texture, g)
     return out.contiguous() if carry is None else (out.contiguous(), carry.contiguous())
+
+
+def _boxes(n: int, h: int, w: int, lo: float, hi: float, g: torch.Generator) -> torch.Tensor:
+    """(n, h, w) boolean masks of one random axis-aligned rectangle each, its sides about uniform fractions in
+    [``lo``, ``hi``] of the input's (at least 1 px), placed uniformly inside the input."""
+    eh = (torch.rand(n, generator=g) * (hi - lo) * h + lo * h).long().add(1).clamp(max=h)
+    ew = (torch.rand(n, generator=g) * (hi - lo) * w + lo * w).long().add(1).clamp(max=w)
+    y0 = (torch.rand(n, generator=g) * (h - eh + 1).float()).long()
+    x0 = (torch.rand(n, generator=g) * (w - ew + 1).float()).long()
+    rows = torch.arange(h).view(1, h, 1)
+    cols = torch.arange(w).view(1, 1, w)
+    return ((rows >= y0.view(n, 1, 1)) & (rows < (y0 + eh).view(n, 1, 1))
+            & (cols >= x0.view(n, 1, 1)) & (cols < (x0 + ew).view(n, 1, 1)))
 
 
 def _smooth_field(n: int, h: int, w: int, cells: int, g: torch.Generator) -> torch.Tensor:

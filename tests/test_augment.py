@@ -85,7 +85,8 @@ def test_train_config_augmentation_bounds():
 
     assert TrainConfig(texture=0.5, scale_jitter=0.2, translation=0.2, elastic=0.05).texture == 0.5
     for bad in ({"texture": 1.5}, {"texture": -0.1}, {"scale_jitter": 1.0}, {"translation": 1.0},
-                {"translation": -0.1}, {"elastic": 0.2}, {"elastic": -0.01}, {"rotation": -1}, {"rotation": 181}):
+                {"translation": -0.1}, {"elastic": 0.2}, {"elastic": -0.01}, {"rotation": -1}, {"rotation": 181},
+                {"window": 1.5}, {"window": -0.1}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             TrainConfig(**bad)
 
@@ -94,8 +95,10 @@ def test_training_augmentation_follows_the_train_config():
     from client.trainer import augment_spec
     from fedprint_config.train import TrainConfig
 
-    spec = augment_spec(TrainConfig(translation=0.2, scale_jitter=0.1, texture=0.5, elastic=0.04, rotation=10))
-    assert (spec.translation, spec.scale, spec.texture, spec.elastic, spec.rotation_deg) == (0.2, 0.1, 0.5, 0.04, 10)
+    spec = augment_spec(TrainConfig(translation=0.2, scale_jitter=0.1, texture=0.5, elastic=0.04, rotation=10,
+                                    window=0.3))
+    assert (spec.translation, spec.scale, spec.texture, spec.elastic, spec.rotation_deg, spec.window) == (
+        0.2, 0.1, 0.5, 0.04, 10, 0.3)
     assert spec.noise == AugmentSpec().noise  # the rest keeps its defaults
     assert augment_spec(TrainConfig()) == AugmentSpec()  # the default run is unchanged
     assert not augment_spec(TrainConfig(augment=False)).enabled
@@ -118,3 +121,18 @@ def test_larger_translation_moves_the_print_further():
 
 def test_stronger_elastic_field_displaces_the_print_further():
     assert _mean_dot_offset(65, elastic=0.05) > 2 * _mean_dot_offset(65, elastic=0.015) > 0
+
+
+def test_capture_window_keeps_one_rectangle_of_half_to_nine_tenths_of_each_side():
+    off = {k: 0.0 for k in ("rotation_deg", "translation", "scale", "elastic", "contrast", "noise", "erase_p")}
+    x = torch.ones(256, 1, 40, 40)
+    out = augment(x, AugmentSpec(**off, window=1.0), torch.Generator().manual_seed(0))[:, 0]
+    kept = out != 0
+    rows, cols = kept.any(2).sum(1), kept.any(1).sum(1)
+    assert torch.equal(kept.sum((1, 2)), rows * cols)  # one solid rectangle
+    assert int(rows.min()) >= 20 and int(rows.max()) <= 37 and int(cols.min()) >= 20  # 50-90 % of 40 px, +1
+    assert float(rows.float().std()) > 3  # a random size per image
+    some = augment(x, AugmentSpec(**off, window=0.5), torch.Generator().manual_seed(0))[:, 0]
+    assert 0.35 < float((some != 0).all(2).all(1).float().mean()) < 0.65  # the probability is honoured
+    with pytest.raises(ValueError, match="AugmentSpec.window"):
+        AugmentSpec(window=1.2)
