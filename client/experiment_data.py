@@ -103,6 +103,11 @@ def build_clients(cfg: ExperimentConfig, *, records: list[FingerprintRecord] | N
             for p in parts]
 
 
+def union_groups(clients: Sequence[ClientData]) -> np.ndarray:
+    """The client (index into ``clients``) of each image of :func:`union`'s tensor."""
+    return np.repeat(np.arange(len(clients)), [len(c.images) for c in clients])
+
+
 def union(clients: Sequence[ClientData]) -> tuple[torch.Tensor, PairSet]:
     """All clients' images in one tensor and their TRAINING pairs re-indexed into it."""
     offsets = np.cumsum([0] + [len(c.images) for c in clients[:-1]])

@@ -65,20 +65,34 @@ def identities_from_pairs(pairs: PairSet) -> tuple[np.ndarray, np.ndarray]:
     return used.astype(np.int64), labels.astype(np.int64)
 
 
-def pk_batches(labels: np.ndarray, p: int, k: int, n_batches: int, rng: np.random.Generator) -> list[np.ndarray]:
+def pk_batches(labels: np.ndarray, p: int, k: int, n_batches: int, rng: np.random.Generator,
+               groups: np.ndarray | None = None) -> list[np.ndarray]:
     """``n_batches`` index arrays into ``labels``: P identities (with >= 2 images) x up to K images each.
 
     Identities are drawn without replacement within a batch (all of them when fewer than P exist); images of
-    an identity without replacement when it has at least K, else all of its images.
+    an identity without replacement when it has at least K, else all of its images. With ``groups`` (a group per
+    element of ``labels``, e.g. its institution; ``[train] domain_batches``) every batch is drawn from one
+    group's identities, the group drawn in proportion to its images (groups with fewer than two such
+    identities are never drawn).
     """
     ids, counts = np.unique(labels, return_counts=True)
     ids = ids[counts >= 2]
     if len(ids) < 2:
         raise ValueError("train_siamese: P x K batches need at least two fingers with two or more training images")
     members = {int(i): np.flatnonzero(labels == i) for i in ids}
+    pools = [ids]
+    if groups is not None:
+        id_group = np.array([groups[members[int(i)][0]] for i in ids])
+        pools = [ids[id_group == g] for g in np.unique(id_group)]
+        pools = [q for q in pools if len(q) >= 2]
+        if not pools:
+            raise ValueError("train_siamese: domain_batches needs an institution with two or more fingers of two "
+                             "or more training images")
+        weight = np.array([sum(len(members[int(i)]) for i in q) for q in pools], dtype=float)
     out = []
     for _ in range(n_batches):
-        chosen = rng.choice(ids, size=min(p, len(ids)), replace=False)
+        pool = pools[0] if groups is None else pools[rng.choice(len(pools), p=weight / weight.sum())]
+        chosen = rng.choice(pool, size=min(p, len(pool)), replace=False)
         out.append(np.concatenate([rng.choice(members[int(c)], size=min(k, len(members[int(c)])), replace=False)
                                    for c in chosen]))
     return out
@@ -166,6 +180,7 @@ def train_siamese(
     regularizer: Callable[[], torch.Tensor] | None = None,
     device: torch.device | None = None,
     amp: bool = True,
+    groups: np.ndarray | None = None,
 ) -> list[dict]:
     """Train ``encoder`` in place on ``images`` with the contrastive loss (Eq. 1) or ``cfg.loss``.
 
@@ -193,6 +208,9 @@ def train_siamese(
     amp : bool
         Mixed precision on CUDA (:func:`models.device.autocast`, with a gradient scaler under float16); ignored
         on the CPU, where the computation is exactly float32.
+    groups : ndarray of int, shape (N,), optional
+        The institution of each image (:func:`client.experiment_data.union_groups`); with ``cfg.domain_batches``
+        every P x K batch is drawn from one institution (:func:`pk_batches`). None: one institution.
 
     Returns
     -------
@@ -220,17 +238,25 @@ def train_siamese(
     if cfg.sampler == "pk":
         used, labels = identities_from_pairs(pairs)
         per_epoch = max(1, math.ceil(len(used) / (cfg.p * cfg.k)))  # from the real prints, before any twin
+        if groups is not None and cfg.domain_batches:
+            if len(groups) != len(images):
+                raise ValueError(f"train_siamese: groups must give one institution per image ({len(images)}), "
+                                 f"got {len(groups)}")
+            groups = np.asarray(groups)[used]  # the twins below keep their original's institution
+            groups = np.concatenate([groups] * (1 + cfg.flip_identities))
+        else:
+            groups = None
         if cfg.flip_identities:
             images, used, labels = flipped_identities(images, used, labels, cfg.flip_identities)
     else:
-        per_epoch = None
+        per_epoch, groups = None, None
     dev = device or current_device()
     minutiae = _minutiae_task(encoder, images, used, cfg, dev, progress) if cfg.minutiae_weight > 0 else None
     proxies = _proxy_task(encoder, images, used, labels, cfg, dev) if cfg.proxy_weight > 0 else None
     with on_device(encoder, dev):
         return _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used if cfg.sampler == "pk" else None,
                       labels if cfg.sampler == "pk" else None, per_epoch, dev, amp, progress, desc, regularizer,
-                      minutiae, proxies)
+                      minutiae, proxies, groups)
 
 
 def _minutiae_task(encoder, images, used, cfg, dev, progress):
@@ -254,7 +280,7 @@ def _proxy_task(encoder, images, used, labels, cfg, dev):
 
 
 def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_epoch, dev, amp, progress, desc,
-           regularizer, minutiae=None, proxies=None) -> list[dict]:
+           regularizer, minutiae=None, proxies=None, groups=None) -> list[dict]:
     """The epochs of :func:`train_siamese`, with ``encoder`` already on ``dev``."""
     scaler = grad_scaler(dev, amp)
     average = (AveragedModel(encoder, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema), use_buffers=True)
@@ -268,7 +294,7 @@ def _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used, labels, per_ep
     for epoch in range(cfg.epochs):
         t0 = time.perf_counter()
         if cfg.sampler == "pk":
-            steps_idx = [used[b] for b in pk_batches(labels, cfg.p, cfg.k, per_epoch, rng)]
+            steps_idx = [used[b] for b in pk_batches(labels, cfg.p, cfg.k, per_epoch, rng, groups)]
             step_labels = [labels[np.searchsorted(used, b)] for b in steps_idx]
         else:
             sample = _cap(sample_epoch_pairs(pairs, n_impostor_per_genuine=cfg.impostor_ratio, rng=rng),

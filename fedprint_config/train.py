@@ -59,6 +59,13 @@ class TrainConfig:
         labelling cost. The step count stays that of the real prints (an epoch shows each real image
         1 / (1 + f) times on average). Needs ``sampler = "pk"``; refused with DP-SGD (one print would give
         several records of the privacy unit).
+    domain_batches : bool
+        Draw every P x K batch of a centralized run from one institution's fingers (default False: from all of
+        them). With several sensors in one batch, an impostor of another sensor is told apart by the sensor alone,
+        and the loss rewards embeddings that cluster by sensor; with one sensor a batch, every impostor is of the
+        same sensor. A batch's institution is drawn in proportion to its training images, so each image is seen
+        as often as without it. Needs ``sampler = "pk"``; a run with one institution (local, federated) is
+        unchanged.
     texture : float
         Strength in [0, 1] of the sensor-texture randomisation (pores, broken ridges, uneven ridge width, creases,
         blur, ink response; :func:`models.augment.sensor_texture`; default 0: off). Needs ``augment``.
@@ -128,6 +135,7 @@ class TrainConfig:
     elastic: float = 0.015
     window: float = 0.0
     flip_identities: int = 0
+    domain_batches: bool = False
     texture: float = 0.0
     dense_weight: float = 0.0
     minutiae_weight: float = 0.0
@@ -162,6 +170,7 @@ class TrainConfig:
             "window": 0 <= self.window <= 1,
             "flip_identities": self.flip_identities in FLIP_IDENTITIES and (self.flip_identities == 0
                                                                             or self.sampler == "pk"),
+            "domain_batches": not self.domain_batches or self.sampler == "pk",
             "texture": 0 <= self.texture <= 1,
             "dense_weight": self.dense_weight >= 0 and (self.dense_weight == 0 or self.sampler == "pk"),
             "minutiae_weight": self.minutiae_weight >= 0 and (self.minutiae_weight == 0 or self.sampler == "pk"),
@@ -187,4 +196,5 @@ class TrainConfig:
                              f"{FLIP_IDENTITIES} (not 0 only with sampler = \"pk\"), texture and window in [0, 1], "
                              f"ema and weight_decay in [0, 1), supcon_margin in [0, 1) and > 0 only with loss = "
                              f"\"supcon\", proxy_margin in [0, 1), dense_weight, minutiae_weight and proxy_weight "
-                             f"> 0 only with sampler = \"pk\", positive numbers elsewhere): {asdict(self)}")
+                             f"> 0 and domain_batches only with sampler = \"pk\", positive numbers elsewhere): "
+                             f"{asdict(self)}")

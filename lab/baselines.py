@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from client.evaluation import evaluate_on_pairs
-from client.experiment_data import union
+from client.experiment_data import union, union_groups
 from client.local_data import ClientData
 from client.trainer import train_siamese
 from data.pairs import PairSet
@@ -26,9 +27,9 @@ from models.siamese import new_encoder
 
 
 def _fit(net: nn.Module, images: torch.Tensor, pairs: PairSet, cfg: TrainConfig, dp: Mapping[str, Any] | None,
-         progress: bool, desc: str) -> list[dict]:
+         progress: bool, desc: str, groups: np.ndarray | None = None) -> list[dict]:
     if dp is None:
-        return train_siamese(net, images, pairs, cfg, progress=progress, desc=desc)
+        return train_siamese(net, images, pairs, cfg, progress=progress, desc=desc, groups=groups)
     from client.dp_sgd import train_siamese_dp  # imports Opacus only when DP is asked for
 
     history, _ = train_siamese_dp(net, images, pairs, cfg, progress=progress, desc=desc, **dp)
@@ -64,7 +65,7 @@ def train_centralized(clients: Sequence[ClientData], *, encoder: str, embedding_
     """Train one encoder on the union of all clients' training pairs (``dp`` as in :func:`train_local`)."""
     images, pairs = union(clients)
     net = _initial(encoder, embedding_dim, cfg.seed, encoder_kwargs, init_state)
-    return net, _fit(net, images, pairs, cfg, dp, progress, "centralized")
+    return net, _fit(net, images, pairs, cfg, dp, progress, "centralized", groups=union_groups(clients))
 
 
 def evaluate_clients(net: nn.Module, clients: Sequence[ClientData]) -> list[dict]:

@@ -175,8 +175,8 @@ def test_flip_identities_is_validated_and_trains_at_the_real_prints_step_count(m
     with pytest.raises(ValueError, match="flip_identities"):
         TrainConfig(flip_identities=1, sampler="pairs")
     calls, real = [], trainer.pk_batches
-    monkeypatch.setattr(trainer, "pk_batches", lambda lab, p, k, n, rng: calls.append((len(set(lab)), n))
-                        or real(lab, p, k, n, rng))
+    monkeypatch.setattr(trainer, "pk_batches", lambda lab, p, k, n, rng, groups=None: calls.append(
+        (len(set(lab)), n)) or real(lab, p, k, n, rng, groups))
     net, data = _ema_setup()
     plain, h_plain = _train_copy(net, data)
     twins, h_twins = _train_copy(net, data, flip_identities=1)
@@ -198,3 +198,44 @@ def test_proxy_loss_is_validated_reported_and_changes_training():
     assert h_proxy[0]["loss"] == pytest.approx(h_plain[0]["loss"] + h_proxy[0]["proxy_loss"], rel=1e-5)
     assert h_proxy[0]["proxy_loss"] > 0 and "proxy_loss" not in h_plain[0]
     assert any(not torch.equal(a, b) for a, b in zip(plain.parameters(), proxy.parameters(), strict=True))
+
+
+def test_domain_batches_draw_each_batch_from_one_institution_in_proportion():
+    from client.trainer import pk_batches
+
+    labels = np.repeat(np.arange(30), 4)  # fingers 0-19 at institution 0, 20-29 at institution 1
+    groups = (labels >= 20).astype(int)
+    batches = pk_batches(labels, 8, 4, 600, np.random.default_rng(0), groups)
+    first = np.array([groups[b[0]] for b in batches])
+    assert all(len(set(groups[b])) == 1 for b in batches)  # one institution a batch
+    assert 0.6 < float(np.mean(first == 0)) < 0.73  # drawn in proportion to its images (80 of 120)
+    mixed = pk_batches(labels, 8, 4, 50, np.random.default_rng(0))
+    assert any(len(set(groups[b])) == 2 for b in mixed)  # without groups, batches mix
+    assert all(np.array_equal(a, b) for a, b in zip(mixed, pk_batches(labels, 8, 4, 50, np.random.default_rng(0),
+                                                                          None), strict=True))
+    with pytest.raises(ValueError, match="domain_batches needs an institution"):
+        pk_batches(labels[:8], 8, 4, 1, np.random.default_rng(0), np.arange(8) // 4)
+    with pytest.raises(ValueError, match="domain_batches"):
+        TrainConfig(domain_batches=True, sampler="pairs")
+
+
+def test_centralized_domain_batches_keep_the_twins_with_their_institution(monkeypatch):
+    import client.trainer as trainer
+
+    seen, real = [], trainer.pk_batches
+    monkeypatch.setattr(trainer, "pk_batches", lambda lab, p, k, n, rng, groups=None: seen.append(
+        (lab.copy(), None if groups is None else groups.copy())) or real(lab, p, k, n, rng, groups))
+    c1 = _client(stripe_records(domain="a", seed=1), name="a")
+    c2 = _client(stripe_records(domain="b", seed=2), name="b")
+    cfg = TrainConfig(epochs=1, p=4, k=2, domain_batches=True, flip_identities=1)
+    train_centralized([c1, c2], encoder="compact", embedding_dim=8, cfg=cfg, progress=False)
+    labels, groups = seen[-1]
+    assert groups is not None and set(groups.tolist()) == {0, 1}
+    for lab in np.unique(labels):  # a finger (and its mirrored twin) belongs to one institution
+        assert len(set(groups[labels == lab].tolist())) == 1
+    half = len(labels) // 2  # the twins' institutions repeat the originals'
+    assert np.array_equal(groups[:half], groups[half:])
+    seen.clear()
+    train_centralized([c1, c2], encoder="compact", embedding_dim=8, cfg=TrainConfig(epochs=1, p=4, k=2),
+                      progress=False)
+    assert seen[-1][1] is None  # off by default
