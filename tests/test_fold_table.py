@@ -48,8 +48,9 @@ def test_pools_every_finger_once_beside_the_matcher_on_the_same_pairs(tmp_path, 
         assert row[1] == "0, 1, 2 of 3" and int(row[2]) == n  # every finger held out once
         genuine, impostor = 3 * n, sum(9 * a * (a - 1) // 2 for a in np.bincount(np.arange(n) % 3))
         assert row[3] == f"{genuine} / {impostor}"  # every pair inside each fold's held-out fingers
-        assert len(row[6].split(", ")) == 3  # one deep EER per fold
-        assert row[9] == "0.0" and row[-1].rstrip(" |") == "no"  # the stand-in separates perfectly, the toy not
+        assert len(row[10].split("; ")) == 3  # both EERs of each fold
+        assert all(f.endswith(" / 0.0") for f in row[10].split("; "))
+        assert row[8] == "0.0" and row[-1].rstrip(" |") == "no; no"  # the stand-in separates perfectly, the toy not
     assert fake_matcher["pairs"] > 0
 
 
