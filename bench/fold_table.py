@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.loso_table import emit_table  # noqa: E402
 from data.pairs import make_pairs, split_records  # noqa: E402
+from data.real_sets import REAL_ENV  # noqa: E402
 from fedprint_config.experiment import ExperimentConfig, parse_config  # noqa: E402
 from models.metrics import pair_cosines  # noqa: E402
 from models.model_file import load_model  # noqa: E402
@@ -144,12 +145,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
-    if args.real_samples:
-        os.environ["FEDPRINT_REAL_SAMPLES"] = args.real_samples
-    return emit_table("fold_table", lambda: table_rows([Path(r) for r in args.runs], args.max_impostors,
-                                                       Path(args.cache) if args.cache else None,
-                                                       progress=not args.quiet), COLUMNS, args.out)
-
+    before = os.environ.get(REAL_ENV)
+    if args.real_samples:  # the experiment's real sources resolve against it; restored on the way out
+        os.environ[REAL_ENV] = args.real_samples
+    try:
+        return emit_table("fold_table", lambda: table_rows([Path(r) for r in args.runs], args.max_impostors,
+                                                           Path(args.cache) if args.cache else None,
+                                                           progress=not args.quiet), COLUMNS, args.out)
+    finally:
+        if before is None:
+            os.environ.pop(REAL_ENV, None)
+        else:
+            os.environ[REAL_ENV] = before
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -4,6 +4,7 @@ matcher: the plumbing and the pooling are under test)."""
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import torch
@@ -52,6 +53,7 @@ def test_pools_every_finger_once_beside_the_matcher_on_the_same_pairs(tmp_path, 
         assert all(f.endswith(" / 0.0") for f in row[10].split("; "))
         assert row[8] == "0.0" and row[-1].rstrip(" |") == "no; no"  # the stand-in separates perfectly, the toy not
     assert fake_matcher["pairs"] > 0
+    assert os.environ.get("FEDPRINT_REAL_SAMPLES") != str(real)  # --real-samples does not leak into later tests
 
 
 def test_refuses_a_fold_given_twice_and_a_run_without_folds(tmp_path, fake_matcher, capsys):
