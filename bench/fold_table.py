@@ -31,7 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.loso_table import emit_table  # noqa: E402
+from bench.loso_table import at_or_below, emit_table  # noqa: E402
 from data.pairs import make_pairs, split_records  # noqa: E402
 from data.real_sets import REAL_ENV  # noqa: E402
 from fedprint_config.experiment import ExperimentConfig, parse_config  # noqa: E402
@@ -86,7 +86,10 @@ def fold_scores(run: Path, cfg: ExperimentConfig, max_impostors: int, cache: Pat
     model = load_model(run / "model_centralized.pt")
     out = {}
     for name, recs, fingers, pairs, sub in fold_pairs(cfg, max_impostors):
-        emb = embed_images(model, [r.image for r in recs], [r.dpi for r in recs])
+        held = np.unique(np.concatenate([pairs.a, pairs.b]))  # only the held-out prints are scored
+        some = embed_images(model, [recs[i].image for i in held], [recs[i].dpi for i in held])
+        emb = np.zeros((len(recs), some.shape[1]), some.dtype)
+        emb[held] = some
         out[name] = {"fingers": fingers, "deep": pair_cosines(emb, pairs), "label": pairs.label,
                      "deep_sub": pair_cosines(emb, sub), "label_sub": sub.label,
                      "classical_sub": minutiae_scores(recs, sub, cache=cache, progress=progress)}
@@ -120,7 +123,6 @@ def table_rows(runs: list[Path], max_impostors: int, cache: Path | None, progres
         # each fold's model on its own pairs: the pooled figure also pays for the models' different score scales
         deep_f = [100 * rate_row(-f["deep_sub"], f["label_sub"])["EER"] for f in folds]
         cls_f = [100 * rate_row(-f["classical_sub"], f["label_sub"])["EER"] for f in folds]
-        at_or_below = lambda d, c: "yes" if round(d, 1) <= round(c, 1) else "no"  # noqa: E731
         rows.append({
             "sensor": sensor, "folds": folds_text, "held-out fingers": len(set().union(*held)),
             "genuine / impostor": f"{m['genuine']:,} / {m['impostor']:,}",

@@ -68,7 +68,7 @@ def run_rows(run: Path, real: Path, classical: dict, protocols: list[str]) -> li
                      "deep EER %": f"{deep_eer:.1f}", "classical EER %": f"{classical_eer:.1f}",
                      "deep FNMR@FMR1 %": "—" if m["FNMR@FMR1%"] is None else f"{100 * m['FNMR@FMR1%']:.1f}",
                      "classical FNMR@FMR1 %": f"{float(c['FNMR@FMR1 %']):.1f}" if c["FNMR@FMR1 %"] else "—",
-                     "deep at or below": "yes" if round(deep_eer, 1) <= round(classical_eer, 1) else "no"})
+                     "deep at or below": at_or_below(deep_eer, classical_eer)})
     return rows
 
 
@@ -89,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     return emit_table("loso_table", lambda: [r for run in args.runs
                                              for r in run_rows(Path(run), real, classical, protocols)],
                       COLUMNS, args.out)
+
+
+def at_or_below(deep: float, classical: float) -> str:
+    """"yes" when the deep EER (%) is at or below the classical one as the tables print them (one decimal)."""
+    return "yes" if round(deep, 1) <= round(classical, 1) else "no"
 
 
 def emit_table(prog: str, make_rows, columns: list[str], out: str | None) -> int:

@@ -145,18 +145,21 @@ def augment(x: torch.Tensor, spec: AugmentSpec, generator: torch.Generator,
     if spec.erase_p > 0:
         hit = torch.rand(n, generator=g) < spec.erase_p
         if bool(hit.any()):
-            box = _boxes(n, h, w, 0.0, 0.5, g) & hit.view(n, 1, 1)
-            out = out.masked_fill(box.unsqueeze(1), 0.0)
-            carry = carry.masked_fill(box.unsqueeze(1), 0.0) if carry is not None else None
+            out, carry = _blank(out, carry, _boxes(n, h, w, 0.0, 0.5, g) & hit.view(n, 1, 1))
     if spec.window > 0:  # drawn after the erase, so runs without a window keep their draws
         hit = torch.rand(n, generator=g) < spec.window
         if bool(hit.any()):
-            outside = ~_boxes(n, h, w, 0.5, 0.9, g) & hit.view(n, 1, 1)
-            out = out.masked_fill(outside.unsqueeze(1), 0.0)
-            carry = carry.masked_fill(outside.unsqueeze(1), 0.0) if carry is not None else None
+            out, carry = _blank(out, carry, ~_boxes(n, h, w, 0.5, 0.9, g) & hit.view(n, 1, 1))
     if spec.texture > 0:
         out = sensor_texture(out, spec.texture, g)
     return out.contiguous() if carry is None else (out.contiguous(), carry.contiguous())
+
+
+def _blank(out: torch.Tensor, carry: torch.Tensor | None, mask: torch.Tensor
+           ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``out`` and ``carry`` set to 0 (the standardised mean) where the (n, h, w) ``mask`` is true."""
+    m = mask.unsqueeze(1)
+    return out.masked_fill(m, 0.0), None if carry is None else carry.masked_fill(m, 0.0)
 
 
 def _boxes(n: int, h: int, w: int, lo: float, hi: float, g: torch.Generator) -> torch.Tensor:
