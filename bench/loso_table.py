@@ -11,7 +11,9 @@ from ``bench/classical_folders.py``'s CSV (pairs are fixed by the folder and the
 
 Prints the table (and writes ``--out``): per run, the unseen sensor, the seed, the pairs behind each number, deep and
 classical EER and FNMR @ FMR 1 % (— below 100 impostor pairs), and whether the deep EER is at or below the
-classical one.
+classical one. Where runs of two or more seeds leave the same sensor out, a second table sums them up per sensor and
+protocol: the deep EER of each seed, their mean and spread, and on how many seeds the deep EER is at or below the
+classical one (the pairs, hence the classical EER, are the same on every seed).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import argparse
 import csv
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -72,6 +75,42 @@ def run_rows(run: Path, real: Path, classical: dict, protocols: list[str]) -> li
     return rows
 
 
+SUMMARY_COLUMNS = ["unseen sensor", "protocol", "genuine / impostor", "seeds", "deep EER % per seed",
+                   "deep EER % mean (sd)", "classical EER %", "seeds at or below", "mean at or below"]
+
+
+def seed_summary(rows: list[dict]) -> list[dict]:
+    """One row per (unseen sensor, protocol) that :func:`run_rows` gave for two or more distinct seeds.
+
+    Raises
+    ------
+    ValueError
+        If a seed is there twice for one sensor (the same run given twice, or two runs of one seed).
+    """
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["unseen sensor"], r["protocol"]), []).append(r)
+    out = []
+    for (sensor, protocol), rs in groups.items():
+        seeds = [r["seed"] for r in rs]
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"{sensor} / {protocol}: seed(s) {sorted({x for x in seeds if seeds.count(x) > 1})} "
+                             "given more than once")
+        if len(rs) < 2:
+            continue
+        rs = sorted(rs, key=lambda r: r["seed"])
+        eers = [float(r["deep EER %"]) for r in rs]
+        mean = statistics.fmean(eers)
+        out.append({"unseen sensor": sensor, "protocol": protocol, "genuine / impostor": rs[0]["genuine / impostor"],
+                    "seeds": ", ".join(str(r["seed"]) for r in rs),
+                    "deep EER % per seed": ", ".join(r["deep EER %"] for r in rs),
+                    "deep EER % mean (sd)": f"{mean:.1f} ({statistics.stdev(eers):.1f})",
+                    "classical EER %": rs[0]["classical EER %"],
+                    "seeds at or below": f"{sum(r['deep at or below'] == 'yes' for r in rs)} of {len(rs)}",
+                    "mean at or below": at_or_below(mean, float(rs[0]["classical EER %"]))})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", help="fedprint train run folders with one [partition] unseen sensor")
@@ -88,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     protocols = [p for p in args.protocols.split(",") if p]
     return emit_table("loso_table", lambda: [r for run in args.runs
                                              for r in run_rows(Path(run), real, classical, protocols)],
-                      COLUMNS, args.out)
+                      COLUMNS, args.out, summary=(seed_summary, SUMMARY_COLUMNS))
 
 
 def at_or_below(deep: float, classical: float) -> str:
@@ -96,15 +135,19 @@ def at_or_below(deep: float, classical: float) -> str:
     return "yes" if round(deep, 1) <= round(classical, 1) else "no"
 
 
-def emit_table(prog: str, make_rows, columns: list[str], out: str | None) -> int:
+def emit_table(prog: str, make_rows, columns: list[str], out: str | None, summary=None) -> int:
     """Print the markdown table of ``make_rows()`` (and write it to ``out``): exit status 0, or 2 with the error
-    named on stderr when the rows cannot be made (a missing file, a refused run)."""
+    named on stderr when the rows cannot be made (a missing file, a refused run). ``summary``: ``(function,
+    columns)``; the function's rows of those rows, when there are any, follow as a second table."""
     try:
         rows = make_rows()
+        extra = summary[0](rows) if summary else []
     except (OSError, KeyError, ValueError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     table = markdown_table(rows, columns)
+    if extra:
+        table += "\n\n" + markdown_table(extra, summary[1])
     print(table)
     if out:
         write_text(Path(out), table + "\n")

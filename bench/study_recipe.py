@@ -331,7 +331,8 @@ SCREEN = ("fcj_rr128_e40", "fcj_rr128_m14_e40", "fcj_rr128_lr1e3_e40", "fcj_rr12
           "fcj_r128_supcon_t005_gem_fl1_rot30_e40")
 
 
-def _toml_value(v) -> str:
+def toml_value(v) -> str:
+    """A TOML literal of a str, bool, int or float (repr would write Python's True)."""
     if isinstance(v, bool):
         return "true" if v else "false"
     return f'"{v}"' if isinstance(v, str) else repr(v)
@@ -354,8 +355,8 @@ def variant_toml(name: str, real: Path, runs: Path, seed: int = 0) -> str:
                 f'val_fraction = {v.get("val_fraction", 0.1)}\nmax_impostors = 20000\n')
     train = {"p": 16, "k": 4, **v["train"]}
     lines = [f'[run]\nname = "{run_name}"\nseed = {seed}\n', sources, data, '[partition]\nmode = "domain"\n',
-             "[model]\n" + "".join(f"{k} = {_toml_value(x)}\n" for k, x in model.items()),
-             "[train]\n" + "".join(f"{k} = {_toml_value(x)}\n" for k, x in train.items())]
+             "[model]\n" + "".join(f"{k} = {toml_value(x)}\n" for k, x in model.items()),
+             "[train]\n" + "".join(f"{k} = {toml_value(x)}\n" for k, x in train.items())]
     return f"# {v['what']} (bench/study_recipe.py)\n" + "\n".join(lines)
 
 

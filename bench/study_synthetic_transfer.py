@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.study_dense_match import MIN_IMPOSTORS_FMR1, score_transfer  # noqa: E402
-from bench.study_recipe import train_timed  # noqa: E402
+from bench.study_recipe import toml_value, train_timed  # noqa: E402
 
 #: The shipped model's recipe; every variant starts from its text.
 BASE_TOML = ROOT / "experiments" / "pretrain_synthetic.toml"
@@ -68,6 +68,8 @@ VARIANTS: dict[str, Variant] = {
     "gabor": Variant("the Gabor-enhanced ridge map as input (normalization gabor: every sensor's and the "
                      "generator's prints redrawn as clean oriented ridges) instead of per-image standardisation", {},
                      {"normalization": "gabor"}),
+    "domain_batches": Variant("every P x K batch from one profile (`[train] domain_batches`): no batch pays for telling "
+                              "the three generator profiles apart", {"domain_batches": True}),
 }
 BASELINE = "baseline"
 #: Score columns of study_dense_match.score_transfer, and their names here.
@@ -94,7 +96,7 @@ def variant_toml(variant: str, seed: int) -> str:
     text = text.replace("impressions = 8\nseed = 1000\n", f'impressions = 8\nseed = 1000\ncache = "{cache}"\n')
     v = VARIANTS[variant]
     text = _set_model_keys(text, v.model)
-    extra = "".join(f"{k} = {x!r}\n" for k, x in v.train.items())
+    extra = "".join(f"{k} = {toml_value(x)}\n" for k, x in v.train.items())
     return f"# {v.what} (bench/study_synthetic_transfer.py)\n" + text.rstrip() + "\n" + extra
 
 
@@ -107,9 +109,9 @@ def _set_model_keys(text: str, keys: dict) -> str:
     for k, x in keys.items():
         hit = [i for i, ln in enumerate(lines) if ln.startswith(f"{k} =")]
         if hit:
-            lines[hit[0]] = f"{k} = {x!r}"
+            lines[hit[0]] = f"{k} = {toml_value(x)}"
         else:
-            lines.insert(0, f"{k} = {x!r}")
+            lines.insert(0, f"{k} = {toml_value(x)}")
     return text[:start] + "\n".join(lines) + text[end:]
 
 

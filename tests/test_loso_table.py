@@ -57,3 +57,26 @@ def test_refuses_other_pairs_a_missing_classical_row_and_several_unseen_sensors(
     (run / "config.json").write_text(json.dumps({"run": {"seed": 0}, "partition": {"unseen": ["a", "b"]}}))
     assert main([str(run), "--classical", str(classical), "--real-samples", str(real)]) == 2
     assert "one [partition] unseen sensor" in capsys.readouterr().err
+
+
+def test_runs_of_several_seeds_are_summed_up_per_sensor_and_a_repeated_seed_is_refused(tmp_path, capsys):
+    real, run, classical, _, every = _setup(tmp_path)
+    run2 = tmp_path / "run2"
+    run2.mkdir()
+    (run2 / "model_centralized.pt").write_bytes((run / "model_centralized.pt").read_bytes())
+    (run2 / "config.json").write_text(json.dumps({"run": {"seed": 4}, "partition": {"unseen": ["sensor_b"]}}))
+    args = ["--classical", str(classical), "--real-samples", str(real), "--protocols", "all"]
+    assert main([str(run), *args]) == 0
+    assert "seeds at or below" not in capsys.readouterr().out  # one seed: no summary
+    assert main([str(run2), str(run), *args]) == 0
+    summary = capsys.readouterr().out.split("\n\n")[1]
+    row = [ln for ln in summary.splitlines() if ln.startswith("| sensor_b")]
+    assert len(row) == 1
+    cells = [c.strip() for c in row[0].strip("|").split("|")]
+    n_gen = int(every.label.sum())
+    # the same model twice: the same EER on both seeds, sd 0; the classical EER of 100 % is beaten on both
+    assert cells[2].startswith(f"{n_gen:,} / ") and cells[3] == "3, 4" and cells[7] == "2 of 2" and cells[8] == "yes"
+    eer = cells[4].split(", ")
+    assert eer[0] == eer[1] and cells[5] == f"{float(eer[0]):.1f} (0.0)"
+    assert main([str(run), str(run), *args]) == 2
+    assert "seed(s) [3] given more than once" in capsys.readouterr().err

@@ -7,6 +7,7 @@ import tomllib
 
 import pytest
 
+from fedprint_config.experiment import parse_experiment
 from bench.study_synthetic_transfer import (
     BASE_TOML,
     VARIANTS,
@@ -29,6 +30,7 @@ def test_variant_toml_is_the_shipped_recipe_plus_the_lever():
         assert cfg["model"] == {**base["model"], **v.model} and strip(cfg["data"]) == strip(base["data"])
         assert [s["profile"] for s in cfg["data"]["sources"]] == [s["profile"] for s in base["data"]["sources"]]
         assert all(s["seed"] == 1000 and s["cache"].endswith("runs/.cache/synth") for s in cfg["data"]["sources"])
+        parse_experiment(cfg, source=name)  # the experiment loader accepts every lever's keys and values
     assert tomllib.loads(variant_toml("whole_print", 1000))["model"]["input_size"] == 192  # replaced, not added
     assert tomllib.loads(variant_toml("gem", 1000))["model"]["pooling"] == "gem"  # added to [model]
 
