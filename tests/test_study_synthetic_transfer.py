@@ -7,7 +7,6 @@ import tomllib
 
 import pytest
 
-from fedprint_config.experiment import parse_experiment
 from bench.study_synthetic_transfer import (
     BASE_TOML,
     VARIANTS,
@@ -18,6 +17,7 @@ from bench.study_synthetic_transfer import (
     summarise,
     variant_toml,
 )
+from fedprint_config.experiment import parse_experiment
 
 
 def test_variant_toml_is_the_shipped_recipe_plus_the_lever():
@@ -28,11 +28,13 @@ def test_variant_toml_is_the_shipped_recipe_plus_the_lever():
         assert cfg["train"] == {**base["train"], **v.train}
         strip = lambda d: {k: x for k, x in d.items() if k != "sources"}  # noqa: E731
         assert cfg["model"] == {**base["model"], **v.model} and strip(cfg["data"]) == strip(base["data"])
-        assert [s["profile"] for s in cfg["data"]["sources"]] == [s["profile"] for s in base["data"]["sources"]]
+        assert [s["profile"] for s in cfg["data"]["sources"]] == [v.profiles.get(s["profile"], s["profile"])
+                                                                 for s in base["data"]["sources"]]
         assert all(s["seed"] == 1000 and s["cache"].endswith("runs/.cache/synth") for s in cfg["data"]["sources"])
         parse_experiment(cfg, source=name)  # the experiment loader accepts every lever's keys and values
     assert tomllib.loads(variant_toml("whole_print", 1000))["model"]["input_size"] == 192  # replaced, not added
     assert tomllib.loads(variant_toml("gem", 1000))["model"]["pooling"] == "gem"  # added to [model]
+    assert "casia_whole" in [s["profile"] for s in tomllib.loads(variant_toml("casia_whole", 1000))["data"]["sources"]]
 
 
 def _rows(eers: dict[str, float], fused: float | None = None) -> list[dict]:
