@@ -71,7 +71,7 @@ def run_rows(run: Path, real: Path, classical: dict, protocols: list[str]) -> li
                      "deep EER %": f"{deep_eer:.1f}", "classical EER %": f"{classical_eer:.1f}",
                      "deep FNMR@FMR1 %": "—" if m["FNMR@FMR1%"] is None else f"{100 * m['FNMR@FMR1%']:.1f}",
                      "classical FNMR@FMR1 %": f"{float(c['FNMR@FMR1 %']):.1f}" if c["FNMR@FMR1 %"] else "—",
-                     "deep at or below": at_or_below(deep_eer, classical_eer)})
+                     "deep at or below": at_or_below(deep_eer, classical_eer), "deep EER": deep_eer})
     return rows
 
 
@@ -99,7 +99,7 @@ def seed_summary(rows: list[dict]) -> list[dict]:
         if len(rs) < 2:
             continue
         rs = sorted(rs, key=lambda r: r["seed"])
-        eers = [float(r["deep EER %"]) for r in rs]
+        eers = [r["deep EER"] for r in rs]  # unrounded: the mean of the printed figures would round twice
         mean = statistics.fmean(eers)
         out.append({"unseen sensor": sensor, "protocol": protocol, "genuine / impostor": rs[0]["genuine / impostor"],
                     "seeds": ", ".join(str(r["seed"]) for r in rs),
