@@ -72,6 +72,10 @@ VARIANTS: dict[str, Variant] = {
     "casia_whole": Variant("the casia profile's fingertips at real size (profile casia_whole: ~210 mm2 of contact, "
                            "as on the five real plain-print sensors, instead of ~120 mm2)", {}, {},
                            {"casia": "casia_whole"}),
+    "siblings": Variant("every profile in families of 4 sibling fingers (one ridge flow, four sets of minutiae: "
+                        "impostors only the minutiae tell apart), one profile a batch so siblings meet in a batch "
+                        "(domain_batches)", {"domain_batches": True},
+                        {}, {p: f"{p}_siblings" for p in ("socofing", "casia", "nist_sd10")}),
     "domain_batches": Variant("every P x K batch from one profile (`[train] domain_batches`): no batch pays for "
                               "telling the three generator profiles apart", {"domain_batches": True}),
 }

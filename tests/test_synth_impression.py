@@ -259,3 +259,40 @@ def test_coarse_remap_grid_matches_the_exact_map_everywhere(name):
         exact = inverse_map(np.stack([xx, yy], axis=-1), pl, centre, p.scale)
         err = np.hypot(mx - exact[..., 0], my - exact[..., 1])
         assert err.max() * p.scale < 0.25, err.max()  # in output pixels
+
+
+def test_a_profile_takes_its_base_profiles_keys_and_siblings(tmp_path):
+    from data.synth.profiles import PROFILES_FILE
+
+    casia, whole, sib = get_profile("casia"), get_profile("casia_whole"), get_profile("casia_siblings")
+    assert whole.master_size == (440, 400) and whole.contact_fraction == (0.8, 1.05)  # its own keys win
+    assert whole.noise_sigma == casia.noise_sigma and whole.population == casia.population  # the rest: the base's
+    assert sib.siblings == 4 and casia.siblings == 1
+    assert "siblings" not in casia.to_json() and sib.to_json()["siblings"] == 4  # older profiles hash as before
+    text = PROFILES_FILE.read_text()
+    for old, new, match in [('base = "casia"\ndescription = "casia in', 'base = "nope"\ndescription = "casia in',
+                             r"casia_siblings.*base 'nope' is not a profile"),
+                            ("siblings = 4", "siblings = 0", r"casia_siblings.*siblings must be an integer >= 1"),
+                            ("[profiles.casia]\n", '[profiles.casia]\nbase = "casia_whole"\n', r"cycle")]:
+        bad = tmp_path / "bad.toml"
+        bad.write_text(text.replace(old, new, 1))
+        with pytest.raises(ValueError, match=match):
+            load_profiles(bad)
+
+
+def test_finger_records_draw_sibling_masters_from_the_profile(monkeypatch):
+    import data.synth.generate as generate
+
+    seen = []
+    real = generate.make_master
+
+    def spy(finger, **kw):
+        seen.append((finger, kw["family"]))
+        return real(finger, **kw)
+
+    monkeypatch.setattr(generate, "make_master", spy)
+    small = get_profile("socofing_siblings").replace(siblings=3)
+    for f in (0, 2, 3, 7):
+        generate.finger_records(small, f, 2, seed=0)
+    generate.finger_records(get_profile("socofing"), 5, 2, seed=0)
+    assert seen == [(0, 0), (2, 0), (3, 1), (7, 2), (5, None)]

@@ -129,3 +129,22 @@ def test_bad_input(kwargs, match):
     args = {"seed": 0, "size": (128, 128), "pattern_prior": {"arch": 1.0}} | kwargs
     with pytest.raises(ValueError, match=match):
         make_master(0, **args)
+
+
+def test_siblings_share_the_ridge_flow_and_differ_in_minutiae():
+    prior = {"left_loop": 1.0, "whorl": 1.0, "arch": 1.0}
+    a, b = (make_master(i, seed=1, size=SIZE, pattern_prior=prior, family=0) for i in (0, 1))
+    other = make_master(2, seed=1, size=SIZE, pattern_prior=prior, family=1)
+    assert a.pattern == b.pattern
+    for name in ("mask", "orientation", "period", "cores", "deltas"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert not np.array_equal(a.orientation, other.orientation)
+    # other seed spots: ridges out of phase over a good part of the print, so other minutiae
+    both = a.mask & b.mask
+    assert np.mean(np.sign(a.ridges[both]) != np.sign(b.ridges[both])) > 0.15
+    assert not np.array_equal(a.minutiae, b.minutiae)
+    # a master is the same whichever sibling is drawn first, and identity 0 of family 0 is not the plain master 0
+    np.testing.assert_array_equal(make_master(1, seed=1, size=SIZE, pattern_prior=prior, family=0).ridges, b.ridges)
+    assert not np.array_equal(make_master(0, seed=1, size=SIZE, pattern_prior=prior).ridges, a.ridges)
+    with pytest.raises(ValueError, match="family"):
+        make_master(0, seed=1, size=SIZE, pattern_prior=prior, family=-1)

@@ -45,7 +45,8 @@ def identity_name(finger: int) -> str:
 def finger_records(profile: Profile, finger: int, impressions: int, seed: int) -> list[FingerprintRecord]:
     """Master + impressions of one finger, in memory."""
     master = make_master(finger, seed=seed, size=profile.master_size, pattern_prior=profile.pattern_prior,
-                         period_px=profile.period_px)
+                         period_px=profile.period_px,
+                         family=finger // profile.siblings if profile.siblings > 1 else None)
     out = []
     for i in range(impressions):
         image, gt = render_impression(master, profile, i, seed=seed)

@@ -4,8 +4,8 @@ A master is the noise-free, full ridge pattern of a finger, from which impressio
 (:mod:`data.synth` impression code). Steps: class and silhouette -> singular points -> orientation field
 (:mod:`data.synth.orientation`) -> period map (:mod:`data.synth.density`) -> ridge pattern by iterative Gabor
 growth (:mod:`data.synth.ridges`) -> ground-truth minutiae by binarising, thinning and crossing number
-(:mod:`data.minutiae`). All randomness of a master comes from ``numpy.random.default_rng([seed, identity, 0])``;
-impressions use ``[seed, identity, impression + 1]``.
+(:mod:`data.minutiae`). All randomness of a master comes from ``numpy.random.default_rng([seed, identity, 0])``
+(sibling masters: see :func:`make_master`); impressions use ``[seed, identity, impression + 1]``.
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ def make_master(
     size: tuple[int, int],
     pattern_prior: dict[str, float],
     period_px: tuple[float, float] = (8.0, 11.0),
+    family: int | None = None,
 ) -> Master:
     """Generate the master fingerprint of finger ``identity``.
 
@@ -105,6 +106,12 @@ def make_master(
         tented arch 2.9 %, left loop 33.8 %, right loop 31.7 %, whorl 27.9 %).
     period_px : (float, float), default (8, 11)
         Range of the local ridge period in pixels, ``0 < lo <= hi``; 500-dpi fingers lie within about 7–12.
+    family : int, optional
+        Sibling masters: every master of one family (>= 0) has the same class, silhouette, singular points,
+        orientation and period maps, drawn from ``default_rng([seed, family, 0, 1])``, and its own ridge growth
+        (the seed spots of :func:`data.synth.ridges.grow_ridges`) from ``default_rng([seed, identity, 0, 2])``:
+        the same ridge flow with other minutiae, an impostor that only the minutiae tell apart. None (default):
+        one stream ``default_rng([seed, identity, 0])`` draws all of it.
 
     Returns
     -------
@@ -115,13 +122,18 @@ def make_master(
     h, w = (int(v) for v in size)
     if h < 64 or w < 64:
         raise ValueError(f"size must be (H, W) with H, W >= 64 pixels, got {size!r}")
-    if int(identity) < 0 or int(seed) < 0:
-        raise ValueError(f"identity and seed must be >= 0, got identity={identity}, seed={seed}")
+    if int(identity) < 0 or int(seed) < 0 or (family is not None and int(family) < 0):
+        raise ValueError(f"identity, seed and family must be >= 0, got identity={identity}, seed={seed}, "
+                         f"family={family}")
     lo, hi = (float(v) for v in period_px)
     if not (2.5 < lo <= hi):
         raise ValueError(f"period_px must satisfy 2.5 < lo <= hi (pixels), got {period_px}")
 
-    rng = np.random.default_rng([int(seed), int(identity), 0])
+    if family is None:
+        rng = ridge_rng = np.random.default_rng([int(seed), int(identity), 0])
+    else:
+        rng = np.random.default_rng([int(seed), int(family), 0, 1])
+        ridge_rng = np.random.default_rng([int(seed), int(identity), 0, 2])
     pattern = sample_pattern(pattern_prior, rng)
     sil = random_silhouette((h, w), rng)
     mask = sil.mask((h, w))
@@ -129,7 +141,7 @@ def make_master(
     orientation = orientation_field(pattern, (h, w), cores, deltas, sil.box, rng)
     upper = None if len(cores) else sil.box[1] + 0.45 * sil.box[3]
     period = period_map((h, w), cores, deltas, rng, period_px=(lo, hi), upper_ref_y=upper)
-    ridges = grow_ridges(orientation, period, mask, rng)
+    ridges = grow_ridges(orientation, period, mask, ridge_rng)
     minutiae = minutiae_from_skeleton(thin(ridges > 0), mask, 10, orientation)
     return Master(
         identity=int(identity),

@@ -22,6 +22,8 @@ _RANGE_KEYS = ("period_px", "contact_fraction", "dryness", "breaks", "noise_sigm
 _INT_PAIRS = ("output_size", "master_size", "blotches", "frame_px")
 _SCALARS = ("scale", "rotation_deg", "translation_px", "distortion_deg", "distortion_shift_px", "close_contact_px",
             "brake_px", "contact_offset", "background_texture", "edge_fade_px", "saturation")
+#: Keys a profile may leave out (their defaults: :class:`Profile`).
+OPTIONAL = frozenset({"siblings"})
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class Profile:
     saturation: float
     frame_px: tuple[int, int]
     anchor_shift: tuple[float, float]
+    siblings: int = 1
 
     @property
     def domain(self) -> str:
@@ -68,7 +71,10 @@ class Profile:
         return STANDARD_DPI * float(self.scale)
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if self.siblings == 1:  # the optional key at its default: the content (and cache name) of older profiles
+            del out["siblings"]
+        return out
 
     def replace(self, **changes: Any) -> Profile:
         """A modified copy (e.g. noise off for tests)."""
@@ -87,9 +93,24 @@ def pattern_prior(base: dict[str, float], shares: dict[str, float]) -> dict[str,
     return {p: v / total for p, v in raw.items()}
 
 
+def _resolve(name: str, tables: dict[str, Any], where: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The table of profile ``name`` with its ``base`` profile's keys filled in (the keys it sets win)."""
+    table = tables[name]
+    if not isinstance(table, dict):
+        raise ValueError(f"{where}: profile {name!r}: expected a table [profiles.{name}]")
+    if "base" not in table:
+        return table
+    base = table["base"]
+    if base not in tables:
+        raise ValueError(f"{where}: profile {name!r}: base {base!r} is not a profile ({sorted(tables)})")
+    if base in seen or base == name:
+        raise ValueError(f"{where}: profile {name!r}: base profiles form a cycle ({' -> '.join((*seen, name, base))})")
+    return {**_resolve(base, tables, where, (*seen, name)), **{k: v for k, v in table.items() if k != "base"}}
+
+
 def _build(name: str, table: dict[str, Any], doc: dict[str, Any], where: str) -> Profile:
     names = {f.name for f in fields(Profile)} - {"name", "pattern_prior"}
-    missing, unknown = sorted(names - set(table)), sorted(set(table) - names)
+    missing, unknown = sorted(names - set(table) - OPTIONAL), sorted(set(table) - names)
     if missing or unknown:
         raise ValueError(f"{where}: profile {name!r}: missing keys {missing}, unknown keys {unknown}")
     pops = doc.get("populations", {})
@@ -120,6 +141,9 @@ def _build(name: str, table: dict[str, Any], doc: dict[str, Any], where: str) ->
         raise ValueError(f"{where}: profile {name!r}: brake_px and ink_gain must be > 0 and period_px > 2 px")
     if min(kw["output_size"]) < 16 or min(kw["master_size"]) < 64:
         raise ValueError(f"{where}: profile {name!r}: output_size must be >= 16 px and master_size >= 64 px")
+    v = kw.get("siblings", 1)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"{where}: profile {name!r}: siblings must be an integer >= 1, got {v!r}")
     if not 0.05 <= float(kw["scale"]) <= 4:
         raise ValueError(f"{where}: profile {name!r}: scale must lie in [0.05, 4], got {kw['scale']}")
     return Profile(name=name, pattern_prior=pattern_prior(doc["base_frequencies"], pops[table["population"]]),
@@ -135,7 +159,8 @@ def load_profiles(path: str | Path = PROFILES_FILE) -> dict[str, Profile]:
         raise ValueError(f"{path}: cannot read profiles ({exc})") from None
     if "base_frequencies" not in doc or "profiles" not in doc:
         raise ValueError(f"{path}: expected [base_frequencies] and [profiles.<name>] tables")
-    return {name: _build(name, table, doc, str(path)) for name, table in doc["profiles"].items()}
+    tables = doc["profiles"]
+    return {name: _build(name, _resolve(name, tables, str(path)), doc, str(path)) for name in tables}
 
 
 @cache
