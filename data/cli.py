@@ -89,7 +89,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = dsub.add_parser("gallery", help="PNG of masters and impressions per profile")
     g.add_argument("-o", "--output", dest="out", required=True, help="the PNG file to write")
     g.add_argument("--profiles", type=_names, default=None,
-                   help=f"comma-separated subset of {','.join(profile_names())} (default: all)")
+                   help=f"comma-separated subset of {','.join(profile_names())} (default: "
+                        f"{','.join(profile_names(variants=False))})")
     g.add_argument("--fingers", type=int, default=2, help="fingers per profile")
     g.add_argument("--impressions", type=int, default=4)
     g.add_argument("--seed", type=int, default=0)

@@ -267,7 +267,8 @@ def test_a_profile_takes_its_base_profiles_keys_and_siblings(tmp_path):
     casia, whole, sib = get_profile("casia"), get_profile("casia_whole"), get_profile("casia_siblings")
     assert whole.master_size == (440, 400) and whole.contact_fraction == (0.8, 1.05)  # its own keys win
     assert whole.noise_sigma == casia.noise_sigma and whole.population == casia.population  # the rest: the base's
-    assert sib.siblings == 4 and casia.siblings == 1
+    assert sib.siblings == 4 and casia.siblings == 1 and sib.base == "casia" and casia.base == ""
+    assert set(profile_names(variants=False)) == {"socofing", "casia", "nist_sd10"} < set(profile_names())
     assert "siblings" not in casia.to_json() and sib.to_json()["siblings"] == 4  # older profiles hash as before
     text = PROFILES_FILE.read_text()
     for old, new, match in [('base = "casia"\ndescription = "casia in', 'base = "nope"\ndescription = "casia in',

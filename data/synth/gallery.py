@@ -25,7 +25,7 @@ def master_image(ridges: np.ndarray, mask: np.ndarray) -> np.ndarray:
 def write_gallery(out_png: str | Path, *, profiles: Sequence[str] | None = None, fingers: int = 2,
                   impressions: int = 4, seed: int = 0, minutiae: bool = True) -> Path:
     """Rows = (profile, finger); columns = master + ``impressions`` impressions. Returns the PNG path."""
-    profiles = list(profiles or profile_names())
+    profiles = list(profiles or profile_names(variants=False))
     rows = [(get_profile(p), f) for p in profiles for f in range(fingers)]
     fig, axes = plt.subplots(len(rows), impressions + 1, figsize=(2.2 * (impressions + 1), 2.4 * len(rows)),
                              squeeze=False)

@@ -60,6 +60,7 @@ class Profile:
     frame_px: tuple[int, int]
     anchor_shift: tuple[float, float]
     siblings: int = 1
+    base: str = ""  # the profile this one takes its other keys from ("" for the three domain profiles)
 
     @property
     def domain(self) -> str:
@@ -72,6 +73,7 @@ class Profile:
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
+        del out["base"]  # the content, not where it came from, names a generated dataset
         if self.siblings == 1:  # the optional key at its default: the content (and cache name) of older profiles
             del out["siblings"]
         return out
@@ -108,8 +110,8 @@ def _resolve(name: str, tables: dict[str, Any], where: str, seen: tuple[str, ...
     return {**_resolve(base, tables, where, (*seen, name)), **{k: v for k, v in table.items() if k != "base"}}
 
 
-def _build(name: str, table: dict[str, Any], doc: dict[str, Any], where: str) -> Profile:
-    names = {f.name for f in fields(Profile)} - {"name", "pattern_prior"}
+def _build(name: str, table: dict[str, Any], doc: dict[str, Any], where: str, base: str = "") -> Profile:
+    names = {f.name for f in fields(Profile)} - {"name", "pattern_prior", "base"}
     missing, unknown = sorted(names - set(table) - OPTIONAL), sorted(set(table) - names)
     if missing or unknown:
         raise ValueError(f"{where}: profile {name!r}: missing keys {missing}, unknown keys {unknown}")
@@ -147,7 +149,7 @@ def _build(name: str, table: dict[str, Any], doc: dict[str, Any], where: str) ->
     if not 0.05 <= float(kw["scale"]) <= 4:
         raise ValueError(f"{where}: profile {name!r}: scale must lie in [0.05, 4], got {kw['scale']}")
     return Profile(name=name, pattern_prior=pattern_prior(doc["base_frequencies"], pops[table["population"]]),
-                   **kw)
+                   base=base, **kw)
 
 
 def load_profiles(path: str | Path = PROFILES_FILE) -> dict[str, Profile]:
@@ -160,7 +162,9 @@ def load_profiles(path: str | Path = PROFILES_FILE) -> dict[str, Profile]:
     if "base_frequencies" not in doc or "profiles" not in doc:
         raise ValueError(f"{path}: expected [base_frequencies] and [profiles.<name>] tables")
     tables = doc["profiles"]
-    return {name: _build(name, _resolve(name, tables, str(path)), doc, str(path)) for name in tables}
+    return {name: _build(name, _resolve(name, tables, str(path)), doc, str(path),
+                         tables[name].get("base", "") if isinstance(tables[name], dict) else "")
+            for name in tables}
 
 
 @cache
@@ -176,5 +180,6 @@ def get_profile(name: str) -> Profile:
     return profiles[name]
 
 
-def profile_names() -> list[str]:
-    return sorted(_shipped())
+def profile_names(variants: bool = True) -> list[str]:
+    """Names of the shipped profiles; ``variants=False``: only those with no ``base`` profile."""
+    return sorted(n for n, p in _shipped().items() if variants or not p.base)
