@@ -76,6 +76,9 @@ VARIANTS: dict[str, Variant] = {
                         "impostors only the minutiae tell apart), one profile a batch so siblings meet in a batch "
                         "(domain_batches)", {"domain_batches": True},
                         {}, {p: f"{p}_siblings" for p in ("socofing", "casia", "nist_sd10")}),
+    "window": Variant("half of the training prints seen through a random capture window of 50-90 % of each side "
+                      "(`[train] window = 0.5`: partial prints, the window's edge as the print's outline)",
+                      {"window": 0.5}),
     "domain_batches": Variant("every P x K batch from one profile (`[train] domain_batches`): no batch pays for "
                               "telling the three generator profiles apart", {"domain_batches": True}),
 }
