@@ -79,6 +79,8 @@ VARIANTS: dict[str, Variant] = {
     "window": Variant("half of the training prints seen through a random capture window of 50-90 % of each side "
                       "(`[train] window = 0.5`: partial prints, the window's edge as the print's outline)",
                       {"window": 0.5}),
+    "window_all": Variant("every training print seen through a random capture window of 50-90 % of each side "
+                          "(`[train] window = 1`)", {"window": 1.0}),
     "domain_batches": Variant("every P x K batch from one profile (`[train] domain_batches`): no batch pays for "
                               "telling the three generator profiles apart", {"domain_batches": True}),
 }
