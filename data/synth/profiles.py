@@ -23,7 +23,7 @@ _INT_PAIRS = ("output_size", "master_size", "blotches", "frame_px")
 _SCALARS = ("scale", "rotation_deg", "translation_px", "distortion_deg", "distortion_shift_px", "close_contact_px",
             "brake_px", "contact_offset", "background_texture", "edge_fade_px", "saturation")
 #: Keys a profile may leave out (their defaults: :class:`Profile`).
-OPTIONAL = frozenset({"siblings"})
+OPTIONAL = frozenset({"siblings", "base"})
 
 
 @dataclass(frozen=True)
@@ -96,22 +96,23 @@ def pattern_prior(base: dict[str, float], shares: dict[str, float]) -> dict[str,
 
 
 def _resolve(name: str, tables: dict[str, Any], where: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The table of profile ``name`` with its ``base`` profile's keys filled in (the keys it sets win)."""
+    """The table of profile ``name`` with its ``base`` profile's keys filled in (the keys it sets, ``base``
+    included, win)."""
     table = tables[name]
     if not isinstance(table, dict):
         raise ValueError(f"{where}: profile {name!r}: expected a table [profiles.{name}]")
     if "base" not in table:
         return table
     base = table["base"]
-    if base not in tables:
+    if not isinstance(base, str) or base not in tables:
         raise ValueError(f"{where}: profile {name!r}: base {base!r} is not a profile ({sorted(tables)})")
     if base in seen or base == name:
         raise ValueError(f"{where}: profile {name!r}: base profiles form a cycle ({' -> '.join((*seen, name, base))})")
-    return {**_resolve(base, tables, where, (*seen, name)), **{k: v for k, v in table.items() if k != "base"}}
+    return {**_resolve(base, tables, where, (*seen, name)), **table}
 
 
-def _build(name: str, table: dict[str, Any], doc: dict[str, Any], where: str, base: str = "") -> Profile:
-    names = {f.name for f in fields(Profile)} - {"name", "pattern_prior", "base"}
+def _build(name: str, table: dict[str, Any], doc: dict[str, Any], where: str) -> Profile:
+    names = {f.name for f in fields(Profile)} - {"name", "pattern_prior"}
     missing, unknown = sorted(names - set(table) - OPTIONAL), sorted(set(table) - names)
     if missing or unknown:
         raise ValueError(f"{where}: profile {name!r}: missing keys {missing}, unknown keys {unknown}")
@@ -149,7 +150,7 @@ def _build(name: str, table: dict[str, Any], doc: dict[str, Any], where: str, ba
     if not 0.05 <= float(kw["scale"]) <= 4:
         raise ValueError(f"{where}: profile {name!r}: scale must lie in [0.05, 4], got {kw['scale']}")
     return Profile(name=name, pattern_prior=pattern_prior(doc["base_frequencies"], pops[table["population"]]),
-                   base=base, **kw)
+                   **kw)
 
 
 def load_profiles(path: str | Path = PROFILES_FILE) -> dict[str, Profile]:
@@ -162,9 +163,7 @@ def load_profiles(path: str | Path = PROFILES_FILE) -> dict[str, Profile]:
     if "base_frequencies" not in doc or "profiles" not in doc:
         raise ValueError(f"{path}: expected [base_frequencies] and [profiles.<name>] tables")
     tables = doc["profiles"]
-    return {name: _build(name, _resolve(name, tables, str(path)), doc, str(path),
-                         tables[name].get("base", "") if isinstance(tables[name], dict) else "")
-            for name in tables}
+    return {name: _build(name, _resolve(name, tables, str(path)), doc, str(path)) for name in tables}
 
 
 @cache
