@@ -81,6 +81,10 @@ VARIANTS: dict[str, Variant] = {
                       {"window": 0.5}),
     "window_all": Variant("every training print seen through a random capture window of 50-90 % of each side "
                           "(`[train] window = 1`)", {"window": 1.0}),
+    "window_texture": Variant("the capture window (`window = 0.5`) and sensor texture (`texture = 1`) together",
+                              {"window": 0.5, "texture": 1.0}),
+    "window_gem": Variant("the capture window (`window = 0.5`) with generalised-mean (GeM) pooling", {"window": 0.5},
+                          {"pooling": "gem"}),
     "domain_batches": Variant("every P x K batch from one profile (`[train] domain_batches`): no batch pays for "
                               "telling the three generator profiles apart", {"domain_batches": True}),
 }
