@@ -34,6 +34,7 @@ def test_variant_toml_is_the_shipped_recipe_plus_the_lever():
         parse_experiment(cfg, source=name)  # the experiment loader accepts every lever's keys and values
     assert tomllib.loads(variant_toml("whole_print", 1000))["model"]["input_size"] == 192  # replaced, not added
     assert tomllib.loads(variant_toml("gem", 1000))["model"]["pooling"] == "gem"  # added to [model]
+    assert tomllib.loads(variant_toml("window_gem_e110", 1000))["train"]["epochs"] == 110  # [train] key replaced
     assert "casia_whole" in [s["profile"] for s in tomllib.loads(variant_toml("casia_whole", 1000))["data"]["sources"]]
 
 
