@@ -107,11 +107,11 @@ def folder_name(variant: str, seed: int) -> str:
 
 def variant_toml(variant: str, seed: int) -> str:
     """The shipped recipe with ``[run]`` renamed / reseeded, the synthetic cache in the project's, the variant's
-    ``[model]`` keys set and its ``[train]`` keys appended (``[train]`` is the file's last table)."""
+    ``[model]`` and ``[train]`` keys set (a recipe key replaced, a new one added)."""
     text = BASE_TOML.read_text()
     head = 'name = "pretrain_synthetic"\nseed = 1000'
-    if head not in text or not text.rstrip().split("\n[")[-1].startswith("train]"):
-        raise ValueError(f"{BASE_TOML}: expected its [run] to start with {head!r} and [train] to be its last table")
+    if head not in text:
+        raise ValueError(f"{BASE_TOML}: expected its [run] to start with {head!r}")
     cache = (ROOT / "runs" / ".cache" / "synth").as_posix()
     text = text.replace(head, f'name = "{folder_name(variant, seed)}"\nseed = {seed}')
     text = text.replace("impressions = 8\nseed = 1000\n", f'impressions = 8\nseed = 1000\ncache = "{cache}"\n')
