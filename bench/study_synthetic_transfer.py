@@ -90,7 +90,7 @@ VARIANTS: dict[str, Variant] = {
                                                                                               "epochs": 110},
                                {"pooling": "gem"}),
     "window_gem_rot35": Variant("the capture window with GeM pooling (window_gem) and rotations of up to ±35° instead "
-                                "of ±20° (FVC2002 asked its volunteers to exaggerate rotation, up to 35°)",
+                                "of ±20° (`[train] rotation = 35`: placements turned further than the default's)",
                                 {"window": 0.5, "rotation": 35.0}, {"pooling": "gem"}),
     "domain_batches": Variant("every P x K batch from one profile (`[train] domain_batches`): no batch pays for "
                               "telling the three generator profiles apart", {"domain_batches": True}),
