@@ -49,6 +49,8 @@ class Variant(NamedTuple):
     profiles: dict = {}
 
 
+#: The capture-window lever and GeM pooling, which the stacked window levers below build on (read only).
+_WINDOW, _GEM = {"window": 0.5}, {"pooling": "gem"}
 #: name -> the variant.
 VARIANTS: dict[str, Variant] = {
     "baseline": Variant("the shipped recipe (placement, plastic distortion, contrast / dryness, partial contact)", {}),
@@ -77,21 +79,18 @@ VARIANTS: dict[str, Variant] = {
                         "(domain_batches)", {"domain_batches": True},
                         {}, {p: f"{p}_siblings" for p in ("socofing", "casia", "nist_sd10")}),
     "window": Variant("half of the training prints seen through a random capture window of 50-90 % of each side "
-                      "(`[train] window = 0.5`: partial prints, the window's edge as the print's outline)",
-                      {"window": 0.5}),
+                      "(`[train] window = 0.5`: partial prints, the window's edge as the print's outline)", _WINDOW),
     "window_all": Variant("every training print seen through a random capture window of 50-90 % of each side "
                           "(`[train] window = 1`)", {"window": 1.0}),
     "window_texture": Variant("the capture window (`window = 0.5`) and sensor texture (`texture = 1`) together",
-                              {"window": 0.5, "texture": 1.0}),
-    "window_gem": Variant("the capture window (`window = 0.5`) with generalised-mean (GeM) pooling", {"window": 0.5},
-                          {"pooling": "gem"}),
+                              {**_WINDOW, "texture": 1.0}),
+    "window_gem": Variant("the capture window (`window = 0.5`) with generalised-mean (GeM) pooling", _WINDOW, _GEM),
     "window_gem_e110": Variant("the capture window with GeM pooling (window_gem), trained twice as long (110 epochs "
-                               "instead of 55: the window makes the synthetic task harder)", {"window": 0.5,
-                                                                                              "epochs": 110},
-                               {"pooling": "gem"}),
+                               "instead of 55: the window makes the synthetic task harder)",
+                               {**_WINDOW, "epochs": 110}, _GEM),
     "window_gem_rot35": Variant("the capture window with GeM pooling (window_gem) and rotations of up to ±35° instead "
                                 "of ±20° (`[train] rotation = 35`: placements turned further than the default's)",
-                                {"window": 0.5, "rotation": 35.0}, {"pooling": "gem"}),
+                                {**_WINDOW, "rotation": 35.0}, _GEM),
     "domain_batches": Variant("every P x K batch from one profile (`[train] domain_batches`): no batch pays for "
                               "telling the three generator profiles apart", {"domain_batches": True}),
 }
