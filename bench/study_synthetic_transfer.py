@@ -49,8 +49,10 @@ class Variant(NamedTuple):
     profiles: dict = {}
 
 
-#: The capture-window lever and GeM pooling, which the stacked window levers below build on (read only).
+#: The capture-window lever, GeM pooling and the window with ±35° rotations, which the stacked window levers below
+#: build on (read only).
 _WINDOW, _GEM = {"window": 0.5}, {"pooling": "gem"}
+_ROT35 = {**_WINDOW, "rotation": 35.0}
 #: name -> the variant.
 VARIANTS: dict[str, Variant] = {
     "baseline": Variant("the shipped recipe (placement, plastic distortion, contrast / dryness, partial contact)", {}),
@@ -90,7 +92,15 @@ VARIANTS: dict[str, Variant] = {
                                {**_WINDOW, "epochs": 110}, _GEM),
     "window_gem_rot35": Variant("the capture window with GeM pooling (window_gem) and rotations of up to ±35° instead "
                                 "of ±20° (`[train] rotation = 35`: placements turned further than the default's)",
-                                {**_WINDOW, "rotation": 35.0}, _GEM),
+                                _ROT35, _GEM),
+    "window_gem_rot50": Variant("window_gem with rotations of up to ±50° (`[train] rotation = 50`: beyond "
+                                "window_gem_rot35, to find where turning further stops paying)",
+                                {**_WINDOW, "rotation": 50.0}, _GEM),
+    "window_gem_rot35_tr20": Variant("window_gem_rot35 with shifts of up to ±20 % of the input per axis "
+                                     "(`[train] translation = 0.2` instead of 0.1: impressions that overlap less)",
+                                     {**_ROT35, "translation": 0.2}, _GEM),
+    "window_gem_rot35_el03": Variant("window_gem_rot35 with twice the plastic distortion (`[train] elastic = 0.03` "
+                                     "instead of 0.015 of the input side)", {**_ROT35, "elastic": 0.03}, _GEM),
     "domain_batches": Variant("every P x K batch from one profile (`[train] domain_batches`): no batch pays for "
                               "telling the three generator profiles apart", {"domain_batches": True}),
 }
