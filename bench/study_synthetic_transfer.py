@@ -101,6 +101,12 @@ VARIANTS: dict[str, Variant] = {
                                      {**_ROT35, "translation": 0.2}, _GEM),
     "window_gem_rot35_el03": Variant("window_gem_rot35 with twice the plastic distortion (`[train] elastic = 0.03` "
                                      "instead of 0.015 of the input side)", {**_ROT35, "elastic": 0.03}, _GEM),
+    "window_gem_rot35_gabor": Variant("window_gem_rot35 on the Gabor-enhanced ridge map (`[model] normalization = "
+                                      "\"gabor\"`, the gabor lever) instead of per-image standardisation", _ROT35,
+                                      {**_GEM, "normalization": "gabor"}),
+    "window_gem_rot35_i96": Variant("window_gem_rot35 trained on 96 px inputs instead of 128 (10 x 10 mm at 250 dpi: "
+                                    "smaller patches, the larger test inputs then hold more of them)", _ROT35,
+                                    {**_GEM, "input_size": 96}),
     "domain_batches": Variant("every P x K batch from one profile (`[train] domain_batches`): no batch pays for "
                               "telling the three generator profiles apart", {"domain_batches": True}),
 }
