@@ -107,6 +107,8 @@ VARIANTS: dict[str, Variant] = {
     "window_gem_rot35_i96": Variant("window_gem_rot35 trained on 96 px inputs instead of 128 (10 x 10 mm at 250 dpi: "
                                     "smaller patches, the larger test inputs then hold more of them)", _ROT35,
                                     {**_GEM, "input_size": 96}),
+    "window_gem_rot35_w32": Variant("window_gem_rot35 with a twice-as-wide encoder (`[model] width = 32`: ~4x the "
+                                    "convolution weights)", _ROT35, {**_GEM, "width": 32}),
     "domain_batches": Variant("every P x K batch from one profile (`[train] domain_batches`): no batch pays for "
                               "telling the three generator profiles apart", {"domain_batches": True}),
 }
