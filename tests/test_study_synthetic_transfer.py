@@ -66,6 +66,24 @@ def test_a_model_scored_at_another_size_is_paired_with_the_baseline():
     assert describe("whole_print@160").endswith("; scored with 160 px inputs (trained at 192 px)")
 
 
+def test_a_stacked_lever_is_paired_with_its_reference_at_the_same_size():
+    r = lambda a, b: summarise(_rows({"a": a, "b": b}))  # noqa: E731
+    results = {("baseline", 1000): r(0.20, 0.10), ("window_gem_rot35", 1000): r(0.16, 0.08),
+               ("window_gem_rot35@192", 1000): r(0.14, 0.06), ("window_gem_rot50", 1000): r(0.15, 0.07),
+               ("window_gem_rot50@192", 1000): r(0.15, 0.09)}
+    doc = render(results, {"a": (200, 2000), "b": (200, 2000)}, {}, "cmd", reference="window_gem_rot35")
+    ref_table = doc.split("minus window_gem_rot35 of the same seed")[1]
+    assert "| window_gem_rot50 | " in ref_table and "| embedding | 1 | -1.0 |" in ref_table  # 11 - 12
+    assert "| embedding | 1 | +2.0 |" in ref_table  # @192: 12 - 10, not against the model as trained
+    assert "| window_gem_rot35" not in ref_table and "| baseline" not in ref_table
+    assert "minus window_gem_rot35" not in render(results, {"a": (200, 2000)}, {}, "cmd")  # only when asked
+
+
+def test_an_unknown_reference_is_named(tmp_path, capsys):
+    assert main(["--real-samples", str(tmp_path), "--no-train", "--only", "gem", "--reference", "window"]) == 2
+    assert "--reference: expected one of the variants studied" in capsys.readouterr().err
+
+
 def test_bad_test_sizes_are_named(tmp_path, capsys):
     assert main(["--real-samples", str(tmp_path), "--test-sizes", "160,x", "--no-train"]) == 2
     assert "--test-sizes: expected comma-separated input sizes" in capsys.readouterr().err
