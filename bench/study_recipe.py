@@ -313,6 +313,16 @@ VARIANTS: dict[str, dict] = {
         "fcj_r192_supcon_t005_gem_fl1_v02_e120 started from pretrain_window instead of the shipped model",
         base="fcj_r192_supcon_t005_gem_fl1_v02_e120", init="pretrain_window", model={"pooling": "gem"},
         train={"flip_identities": 1}, val_fraction=0.02),
+    # The best synthetic-only transfer so far (bench/study_synthetic_transfer.py lever "window_gem_rot35": window,
+    # GeM pooling, rotations up to 35 degrees; -3.8 [-6.7, -0.9] points over 3 seeds), and the FCJ recipe from it.
+    "pretrain_window_gem_rot35": {"what": "the shipped model's recipe (experiments/pretrain_synthetic.toml) with the "
+                                          "capture window (0.5), GeM pooling and rotations up to 35 degrees (no real "
+                                          "print)", "synthetic": True, "model": {"input_size": 128, "pooling": "gem"},
+                                  "train": {"epochs": 55, "lr": 1e-3, "window": 0.5, "rotation": 35.0}},
+    "fcj_r192_supcon_t005_gem_fl1_v02_pwgr_e120": _full_supcon(
+        "fcj_r192_supcon_t005_gem_fl1_v02_e120 started from pretrain_window_gem_rot35 instead of the shipped model",
+        base="fcj_r192_supcon_t005_gem_fl1_v02_e120", init="pretrain_window_gem_rot35", model={"pooling": "gem"},
+        train={"flip_identities": 1}, val_fraction=0.02),
     # Creases, pores and dry breaks bridged before the network sees the print (the top impostors of
     # fcj_r192_supcon_t005_gem_e120 share a crease at the same height): oriented Gabor enhancement as the input
     # normalisation (models.preprocess.gabor_normalize).
