@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -274,7 +275,7 @@ def render(results: dict[tuple[str, int], dict], pairs: dict[str, tuple[int, int
     return "\n".join(lines + ["Command:", "", "```bash", command, "```", ""])
 
 
-def _differences(results: dict[tuple[str, int], dict], against: str, ref_of) -> list[str]:
+def _differences(results: dict[tuple[str, int], dict], against: str, ref_of: Callable[[str], str]) -> list[str]:
     """Table lines: each row's mean EER minus that of ``ref_of(row's variant)`` for the same seed, per score."""
     from lab.multi_seed import ci95
 
