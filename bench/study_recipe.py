@@ -121,6 +121,13 @@ def _wide(width: int, times: str) -> dict[str, dict]:
     }
 
 
+#: The best synthetic-only transfer (bench/study_synthetic_transfer.py lever "window_gem_rot35") as a start.
+_PWGR = {"what": "the shipped model's recipe (experiments/pretrain_synthetic.toml) with the capture window (0.5), GeM "
+                 "pooling and rotations up to 35 degrees (no real print)", "synthetic": True,
+         "model": {"input_size": 128, "pooling": "gem"},
+         "train": {"epochs": 55, "lr": 1e-3, "window": 0.5, "rotation": 35.0}}
+
+
 #: name -> (what it tests, data block, [data] block, [model] keys, [train] keys, init variant or None)
 VARIANTS: dict[str, dict] = {
     "fcj_ft128": {"what": "today's recipe: 128 px crop, per-image standardisation, 40 epochs",
@@ -315,14 +322,19 @@ VARIANTS: dict[str, dict] = {
         train={"flip_identities": 1}, val_fraction=0.02),
     # The best synthetic-only transfer so far (bench/study_synthetic_transfer.py lever "window_gem_rot35": window,
     # GeM pooling, rotations up to 35 degrees; -3.8 [-6.7, -0.9] points over 3 seeds), and the FCJ recipe from it.
-    "pretrain_window_gem_rot35": {"what": "the shipped model's recipe (experiments/pretrain_synthetic.toml) with the "
-                                          "capture window (0.5), GeM pooling and rotations up to 35 degrees (no real "
-                                          "print)", "synthetic": True, "model": {"input_size": 128, "pooling": "gem"},
-                                  "train": {"epochs": 55, "lr": 1e-3, "window": 0.5, "rotation": 35.0}},
+    "pretrain_window_gem_rot35": _PWGR,
+    "pretrain_window_gem_rot35_s1001": {**_PWGR, "run_seed": 1001, "what": "pretrain_window_gem_rot35 with training "
+                                                                        "seed 1001 (the window_gem_rot35-s1001 run)"},
     "fcj_r192_supcon_t005_gem_fl1_v02_pwgr_e120": _full_supcon(
         "fcj_r192_supcon_t005_gem_fl1_v02_e120 started from pretrain_window_gem_rot35 instead of the shipped model",
         base="fcj_r192_supcon_t005_gem_fl1_v02_e120", init="pretrain_window_gem_rot35", model={"pooling": "gem"},
         train={"flip_identities": 1}, val_fraction=0.02),
+    # ... and from its training seed 1001: is the gain the recipe's or seed 1000's?
+    "fcj_r192_supcon_t005_gem_fl1_v02_pwgr1001_e120": _full_supcon(
+        "fcj_r192_supcon_t005_gem_fl1_v02_pwgr_e120 started from pretrain_window_gem_rot35_s1001 (another training "
+        "seed of the same synthetic recipe)", base="fcj_r192_supcon_t005_gem_fl1_v02_e120",
+        init="pretrain_window_gem_rot35_s1001", model={"pooling": "gem"}, train={"flip_identities": 1},
+        val_fraction=0.02),
     # Creases, pores and dry breaks bridged before the network sees the print (the top impostors of
     # fcj_r192_supcon_t005_gem_e120 share a crease at the same height): oriented Gabor enhancement as the input
     # normalisation (models.preprocess.gabor_normalize).
@@ -366,7 +378,7 @@ def variant_toml(name: str, real: Path, runs: Path, seed: int = 0) -> str:
     if v.get("synthetic"):
         sources = synth_sources(v.get("synth_fingers", 150))
         data = '[data]\nprotocol = "open"\nmax_impostors = 5000\n'
-        seed = 1000
+        seed = v.get("run_seed", 1000)  # the generator's seed stays 1000 (synth_sources)
     else:
         init = v.get("init")
         model["init"] = str(runs / init / "model_centralized.pt") if init else "pretrained"
