@@ -34,6 +34,14 @@ def test_variant_toml_with_a_resampled_fcj_copy(tmp_path):
     assert cfg["model"]["width"] == 16
 
 
+def test_a_synthetic_pretraining_takes_its_training_seed_and_keeps_the_generator_seed(tmp_path):
+    one, two = (tomllib.loads(sr.variant_toml(n, tmp_path / "real", tmp_path / "runs", seed=3))
+                for n in ("pretrain_window_gem_rot35", "pretrain_window_gem_rot35_s1001"))
+    assert one["run"]["seed"] == 1000 and two["run"]["seed"] == 1001  # no split: the split seed is ignored
+    assert all(s["seed"] == 1000 for c in (one, two) for s in c["data"]["sources"])
+    assert one["train"] == two["train"] and one["model"] == two["model"]
+
+
 def test_every_variant_toml_is_a_valid_experiment(tmp_path):
     """Booleans (``align = true``) and every other value are written as TOML the config parser accepts."""
     from fedprint_config.experiment import parse_config
