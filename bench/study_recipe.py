@@ -323,18 +323,18 @@ VARIANTS: dict[str, dict] = {
     # The best synthetic-only transfer so far (bench/study_synthetic_transfer.py lever "window_gem_rot35": window,
     # GeM pooling, rotations up to 35 degrees; -3.8 [-6.7, -0.9] points over 3 seeds), and the FCJ recipe from it.
     "pretrain_window_gem_rot35": _PWGR,
-    "pretrain_window_gem_rot35_s1001": {**_PWGR, "run_seed": 1001, "what": "pretrain_window_gem_rot35 with training "
-                                                                        "seed 1001 (the window_gem_rot35-s1001 run)"},
+    **{f"pretrain_window_gem_rot35_s{seed}": {**_PWGR, "run_seed": seed, "what": "pretrain_window_gem_rot35 with "
+       f"training seed {seed} (the window_gem_rot35-s{seed} run)"} for seed in (1001, 1002)},
     "fcj_r192_supcon_t005_gem_fl1_v02_pwgr_e120": _full_supcon(
         "fcj_r192_supcon_t005_gem_fl1_v02_e120 started from pretrain_window_gem_rot35 instead of the shipped model",
         base="fcj_r192_supcon_t005_gem_fl1_v02_e120", init="pretrain_window_gem_rot35", model={"pooling": "gem"},
         train={"flip_identities": 1}, val_fraction=0.02),
-    # ... and from its training seed 1001: is the gain the recipe's or seed 1000's?
-    "fcj_r192_supcon_t005_gem_fl1_v02_pwgr1001_e120": _full_supcon(
-        "fcj_r192_supcon_t005_gem_fl1_v02_pwgr_e120 started from pretrain_window_gem_rot35_s1001 (another training "
-        "seed of the same synthetic recipe)", base="fcj_r192_supcon_t005_gem_fl1_v02_e120",
-        init="pretrain_window_gem_rot35_s1001", model={"pooling": "gem"}, train={"flip_identities": 1},
-        val_fraction=0.02),
+    # ... and from its training seeds 1001 and 1002: is the gain the recipe's or seed 1000's?
+    **{f"fcj_r192_supcon_t005_gem_fl1_v02_pwgr{seed}_e120": _full_supcon(
+        f"fcj_r192_supcon_t005_gem_fl1_v02_pwgr_e120 started from pretrain_window_gem_rot35_s{seed} (another "
+        "training seed of the same synthetic recipe)", base="fcj_r192_supcon_t005_gem_fl1_v02_e120",
+        init=f"pretrain_window_gem_rot35_s{seed}", model={"pooling": "gem"}, train={"flip_identities": 1},
+        val_fraction=0.02) for seed in (1001, 1002)},
     # Creases, pores and dry breaks bridged before the network sees the print (the top impostors of
     # fcj_r192_supcon_t005_gem_e120 share a crease at the same height): oriented Gabor enhancement as the input
     # normalisation (models.preprocess.gabor_normalize).
