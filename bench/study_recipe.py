@@ -121,11 +121,24 @@ def _wide(width: int, times: str) -> dict[str, dict]:
     }
 
 
+def _shipped_pretrain(what: str, model: dict | None = None, **train) -> dict:
+    """A synthetic-only pre-training with the shipped model's recipe (experiments/pretrain_synthetic.toml: 128 px,
+    55 epochs, lr 1e-3) plus ``model`` and ``train`` keys; no real print."""
+    return {"what": what, "synthetic": True, "model": {"input_size": 128, **(model or {})},
+            "train": {"epochs": 55, "lr": 1e-3, **train}}
+
+
+def _twins118_from(init: str, what: str) -> dict:
+    """fcj_r192_supcon_t005_gem_fl1_v02_e120 (mirrored twins, 118 fingers) started from the pre-training ``init``
+    instead of the shipped model, paired with it in the tables."""
+    return _full_supcon(what, base="fcj_r192_supcon_t005_gem_fl1_v02_e120", init=init, model={"pooling": "gem"},
+                        train={"flip_identities": 1}, val_fraction=0.02)
+
+
 #: The best synthetic-only transfer (bench/study_synthetic_transfer.py lever "window_gem_rot35") as a start.
-_PWGR = {"what": "the shipped model's recipe (experiments/pretrain_synthetic.toml) with the capture window (0.5), GeM "
-                 "pooling and rotations up to 35 degrees (no real print)", "synthetic": True,
-         "model": {"input_size": 128, "pooling": "gem"},
-         "train": {"epochs": 55, "lr": 1e-3, "window": 0.5, "rotation": 35.0}}
+_PWGR = _shipped_pretrain("the shipped model's recipe (experiments/pretrain_synthetic.toml) with the capture window "
+                          "(0.5), GeM pooling and rotations up to 35 degrees (no real print)", {"pooling": "gem"},
+                          window=0.5, rotation=35.0)
 
 
 #: name -> (what it tests, data block, [data] block, [model] keys, [train] keys, init variant or None)
@@ -312,29 +325,25 @@ VARIANTS: dict[str, dict] = {
         train={"flip_identities": 1, "proxy_weight": 0.3, "proxy_margin": 0.2}, val_fraction=0.02),
     # The synthetic-only model retrained with the capture-window augmentation (bench/study_synthetic_transfer.py
     # lever "window": -2.0 [-2.7, -1.3] EER points on the five real sets over 3 seeds), and the FCJ recipe from it.
-    "pretrain_window": {"what": "the shipped model's recipe (experiments/pretrain_synthetic.toml) with half of the "
-                                "training prints seen through a random capture window (window 0.5; no real print)",
-                        "synthetic": True, "model": {"input_size": 128},
-                        "train": {"epochs": 55, "lr": 1e-3, "window": 0.5}},
-    "fcj_r192_supcon_t005_gem_fl1_v02_pw_e120": _full_supcon(
-        "fcj_r192_supcon_t005_gem_fl1_v02_e120 started from pretrain_window instead of the shipped model",
-        base="fcj_r192_supcon_t005_gem_fl1_v02_e120", init="pretrain_window", model={"pooling": "gem"},
-        train={"flip_identities": 1}, val_fraction=0.02),
+    "pretrain_window": _shipped_pretrain("the shipped model's recipe (experiments/pretrain_synthetic.toml) with half "
+                                         "of the training prints seen through a random capture window (window 0.5; "
+                                         "no real print)", window=0.5),
+    "fcj_r192_supcon_t005_gem_fl1_v02_pw_e120": _twins118_from(
+        "pretrain_window",
+        "fcj_r192_supcon_t005_gem_fl1_v02_e120 started from pretrain_window instead of the shipped model"),
     # The best synthetic-only transfer so far (bench/study_synthetic_transfer.py lever "window_gem_rot35": window,
     # GeM pooling, rotations up to 35 degrees; -3.8 [-6.7, -0.9] points over 3 seeds), and the FCJ recipe from it.
     "pretrain_window_gem_rot35": _PWGR,
     **{f"pretrain_window_gem_rot35_s{seed}": {**_PWGR, "run_seed": seed, "what": "pretrain_window_gem_rot35 with "
        f"training seed {seed} (the window_gem_rot35-s{seed} run)"} for seed in (1001, 1002)},
-    "fcj_r192_supcon_t005_gem_fl1_v02_pwgr_e120": _full_supcon(
-        "fcj_r192_supcon_t005_gem_fl1_v02_e120 started from pretrain_window_gem_rot35 instead of the shipped model",
-        base="fcj_r192_supcon_t005_gem_fl1_v02_e120", init="pretrain_window_gem_rot35", model={"pooling": "gem"},
-        train={"flip_identities": 1}, val_fraction=0.02),
+    "fcj_r192_supcon_t005_gem_fl1_v02_pwgr_e120": _twins118_from(
+        "pretrain_window_gem_rot35",
+        "fcj_r192_supcon_t005_gem_fl1_v02_e120 started from pretrain_window_gem_rot35 instead of the shipped model"),
     # ... and from its training seeds 1001 and 1002: is the gain the recipe's or seed 1000's?
-    **{f"fcj_r192_supcon_t005_gem_fl1_v02_pwgr{seed}_e120": _full_supcon(
-        f"fcj_r192_supcon_t005_gem_fl1_v02_pwgr_e120 started from pretrain_window_gem_rot35_s{seed} (another "
-        "training seed of the same synthetic recipe)", base="fcj_r192_supcon_t005_gem_fl1_v02_e120",
-        init=f"pretrain_window_gem_rot35_s{seed}", model={"pooling": "gem"}, train={"flip_identities": 1},
-        val_fraction=0.02) for seed in (1001, 1002)},
+    **{f"fcj_r192_supcon_t005_gem_fl1_v02_pwgr{seed}_e120": _twins118_from(
+        f"pretrain_window_gem_rot35_s{seed}", f"fcj_r192_supcon_t005_gem_fl1_v02_pwgr_e120 started from "
+        f"pretrain_window_gem_rot35_s{seed} (another training seed of the same synthetic recipe)")
+       for seed in (1001, 1002)},
     # Creases, pores and dry breaks bridged before the network sees the print (the top impostors of
     # fcj_r192_supcon_t005_gem_e120 share a crease at the same height): oriented Gabor enhancement as the input
     # normalisation (models.preprocess.gabor_normalize).

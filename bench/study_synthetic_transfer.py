@@ -268,7 +268,7 @@ def render(results: dict[tuple[str, int], dict], pairs: dict[str, tuple[int, int
         # a stacked lever against the model it stacks on, both scored at the same input size
         lines += _differences({k: r for k, r in results.items() if k[0].partition("@")[0] != BASELINE},
                               f"{reference} of the same seed, scored at the same input size",
-                              lambda v: reference + v[len(v.partition("@")[0]):])
+                              lambda v: reference + "".join(v.partition("@")[1:]))  # "x@192" -> "ref@192"
     if walls:
         lines += ["Training wall time per run (2 CPU cores, shared with one to three other runs while measured): "
                   + ", ".join(f"{n} {s / 60:.1f} min" for n, s in walls.items()) + ".", ""]
