@@ -163,7 +163,8 @@ def score_run(model: Path, toml: Path, *, top_ks: list[int], sizes: list[int],
     return out
 
 
-def _interval(values: list[float]) -> str:
+def signed_interval(values: list[float]) -> str:
+    """Mean of signed differences (points) with its Student-t 95 % interval, e.g. ``"+0.5 [-0.2, +1.2]"``."""
     m, lo, hi = ci95(values)
     return f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(values) > 1 else f"{m:+.1f} (one split: no interval)"
 
@@ -203,8 +204,8 @@ def paired_rows(rows: list[dict]) -> list[dict]:
             d = [(r["EER %"] - base[r["split"]]["EER %"], r["FNMR@FMR1 %"] - base[r["split"]]["FNMR@FMR1 %"])
                  for r in mine if r["scoring"] == how]
             out.append({"variant": variant, "scoring": how, "splits": len(d),
-                        "EER − plain, points": _interval([x for x, _ in d]),
-                        "FNMR − plain, points": _interval([y for _, y in d]),
+                        "EER − plain, points": signed_interval([x for x, _ in d]),
+                        "FNMR − plain, points": signed_interval([y for _, y in d]),
                         "per split EER − plain": ", ".join(f"{x:+.2f}" for x, _ in d)})
     return out
 

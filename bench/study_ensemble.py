@@ -1,0 +1,210 @@
+"""Networks trained from different starts, averaged (issue 22 §2, target 1): does the ensemble pay?
+
+Each ``--variants`` item is a ``bench/study_recipe.py`` variant whose run folders lie in ``--runs``
+(``<variant>`` for finger split 0, ``<variant>-s<k>`` for split k), all of them trained on the same fingers of
+each split, optionally ``LABEL=VARIANT`` (the name the tables, ``--ensemble`` and ``--reference`` use). Scored
+with nothing retrained:
+
+* every member alone: the plain embedding cosine on its run's held-out test pairs (first institution);
+* every ``--ensemble`` (``A+B+C``; default: all variants): the mean of its members' cosines on the same pairs.
+
+Each ensemble is paired split by split with the mean EER of its own members (what one member drawn at random
+gives) and with ``--reference`` (a member, default the first variant). On the four sensors no variant trained
+on (``bench.study_recipe.OTHER_SETS`` under ``--real``), every pair of each folder is scored the same way by each
+split's models. Two networks from the same start on the same fingers were measured to make nearly the same
+mistakes (docs/real_prints_recipe.md, "Placement shifts, a second network, twice the epochs"); different
+pre-trained starts are the diversity this script measures.
+
+    python bench/study_ensemble.py --variants a=VARIANT_A,b=VARIANT_B,c=VARIANT_C,d=VARIANT_D --splits 6 \\
+        --ensemble a+b+c --ensemble a+b+c+d --reference d --out runs/ensemble
+
+Writes ``ensemble.csv`` (one row per split, scoring and pair set) and ``ensemble.md`` to ``--out``; every model's
+cosines are kept in ``--out/scores/<sha256 of the model file>.npz``, so adding a member rescores only it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import shlex
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.study_recipe import OTHER_SETS, folder_name  # noqa: E402
+from bench.study_scoring import plain_scores, signed_interval  # noqa: E402
+from bench.study_tta import run_files  # noqa: E402
+from data.atomic_io import write_csv, write_text  # noqa: E402
+from fedprint_config.arg_types import positive_int  # noqa: E402
+from fedprint_config.rundir import markdown_table  # noqa: E402
+from lab.multi_seed import ci95  # noqa: E402
+from models.metrics import eer, fnmr_at_fmr  # noqa: E402
+
+HELD_OUT = "fcj2020_dev held-out"  #: the pair set of each run's own held-out test fingers
+
+
+def rate(scores: np.ndarray, labels: np.ndarray) -> dict:
+    """EER and FNMR @ FMR 1 % (in %) of similarity ``scores`` (higher = same finger), with the pair counts."""
+    return {"EER %": 100 * eer(scores, labels, higher_is_genuine=True),
+            "FNMR@FMR1 %": 100 * fnmr_at_fmr(scores, labels, 0.01, higher_is_genuine=True),
+            "genuine": int(labels.sum()), "impostor": int((labels == 0).sum())}
+
+
+def scored_rows(split: int, pair_set: str, members: dict[str, np.ndarray], labels: np.ndarray,
+                ensembles: list[list[str]]) -> list[dict]:
+    """Rows of one split and pair set: each member's cosines rated alone, then each ensemble's mean cosine; an
+    ensemble row carries ``members' mean EER %`` (the mean of its members' own EERs on these pairs)."""
+    rows = [{"split": split, "pairs": pair_set, "scoring": name, **rate(s, labels)} for name, s in members.items()]
+    alone = {r["scoring"]: r["EER %"] for r in rows}
+    for names in ensembles:
+        row = {"split": split, "pairs": pair_set, "scoring": " + ".join(names),
+               **rate(np.mean([members[n] for n in names], axis=0), labels)}
+        row["members' mean EER %"] = float(np.mean([alone[n] for n in names]))
+        rows.append(row)
+    return rows
+
+
+def summary_rows(rows: list[dict], reference: str) -> list[dict]:
+    """Per pair set and scoring, over the splits: mean EER / FNMR [Student-t 95 %]; for an ensemble, its EER
+    minus its members' mean and minus ``reference``'s, paired by split (points)."""
+    out = []
+    for pair_set in dict.fromkeys(r["pairs"] for r in rows):
+        mine = [r for r in rows if r["pairs"] == pair_set]
+        ref = {r["split"]: r["EER %"] for r in mine if r["scoring"] == reference}
+        for how in dict.fromkeys(r["scoring"] for r in mine):
+            these = [r for r in mine if r["scoring"] == how]
+            m, lo, hi = ci95([r["EER %"] for r in these])
+            row = {"pairs": pair_set, "scoring": how, "splits": len(these),
+                   "EER % [95 % CI]": f"{m:.2f} [{lo:.2f}, {hi:.2f}]" if len(these) > 1 else f"{m:.2f}",
+                   "FNMR@FMR1 % (mean)": f"{np.mean([r['FNMR@FMR1 %'] for r in these]):.1f}",
+                   "− members' mean, points": "", f"− {reference}, points": ""}
+            if "members' mean EER %" in these[0]:
+                row["− members' mean, points"] = signed_interval([r["EER %"] - r["members' mean EER %"] for r in these])
+                row[f"− {reference}, points"] = signed_interval([r["EER %"] - ref[r["split"]] for r in these])
+            out.append(row)
+    return out
+
+
+def _cached(out: Path, model: Path, compute) -> dict[str, np.ndarray]:
+    """``compute()``'s arrays kept in ``out/scores/<sha256 of model>.npz``."""
+    path = out / "scores" / f"{hashlib.sha256(model.read_bytes()).hexdigest()}.npz"
+    if path.is_file():
+        with np.load(path) as z:
+            return dict(z)
+    arrays = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, **arrays)
+    tmp.replace(path)  # a crash leaves no half-written cache
+    return arrays
+
+
+def model_scores(model: Path, toml: Path, sets: dict[str, list]) -> dict[str, np.ndarray]:
+    """Cosines (and labels) of one run's model on its held-out test pairs and on every pair of each other set:
+    keys ``<pair set>`` and ``<pair set>:label``, plus ``<held-out>:a`` / ``:b`` to check that members agree."""
+    from recognition.matching import embed_images, protocol_pairs
+
+    s, client = plain_scores(model, toml)
+    p = client.test_pairs
+    arrays = {HELD_OUT: s, f"{HELD_OUT}:label": p.label, f"{HELD_OUT}:a": p.a, f"{HELD_OUT}:b": p.b}
+    from models.model_file import load_model
+
+    net = load_model(model)
+    for name, records in sets.items():
+        e = embed_images(net, [r.image for r in records], [r.dpi for r in records])
+        e /= np.linalg.norm(e, axis=1, keepdims=True)
+        pairs = protocol_pairs(records, "all")
+        arrays[name] = np.einsum("ij,ij->i", e[pairs.a], e[pairs.b])
+        arrays[f"{name}:label"] = pairs.label
+    return arrays
+
+
+def other_sets(real: Path) -> dict[str, list]:
+    """Records of each set in ``OTHER_SETS`` under ``real``, through the quality gate ``evaluate`` applies."""
+    from data.datasets import load_dataset
+    from recognition.matching import quality_gate
+
+    return {name: quality_gate(load_dataset(layout, real / name))[0] for name, layout in OTHER_SETS.items()}
+
+
+def parse_ensembles(specs: list[str], variants: list[str]) -> list[list[str]]:
+    """``A+B`` strings -> lists of variant names; ValueError naming ``--ensemble`` and an unknown or lone name."""
+    out = []
+    for spec in specs or ["+".join(variants)]:
+        names = [n for n in spec.split("+") if n]
+        unknown = [n for n in names if n not in variants]
+        if unknown or len(names) < 2:
+            raise ValueError(f"--ensemble {spec}: expected two or more of --variants ({', '.join(variants)}) "
+                             "joined by '+'" + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
+        out.append(names)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--variants", required=True,
+                    help="study_recipe variants, each VARIANT or LABEL=VARIANT, comma-separated (two or more)")
+    ap.add_argument("--splits", type=positive_int, default=1, help="finger splits 0..N-1 (default 1)")
+    ap.add_argument("--ensemble", action="append", default=[],
+                    help="members joined by '+', repeatable (default: all variants)")
+    ap.add_argument("--reference", default=None, help="variant each ensemble is also paired with (default: the first)")
+    ap.add_argument("--runs", type=Path, default=ROOT / "runs" / "recipe", help="run folders (default runs/recipe)")
+    ap.add_argument("--real", type=Path, default=ROOT.parent / "shared" / "data" / "real",
+                    help="real-set root holding the other sensors (default ../shared/data/real)")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    named = dict(v.partition("=")[::2] if "=" in v else (v, v) for v in args.variants.split(",") if v)
+    variants = list(named)  # the labels; named[label] is the variant
+    reference = args.reference or variants[0]
+    try:
+        if len(variants) < 2:
+            raise ValueError(f"--variants {args.variants}: expected two or more, comma-separated")
+        if reference not in variants:
+            raise ValueError(f"--reference {reference}: not one of --variants ({', '.join(variants)})")
+        ensembles = parse_ensembles(args.ensemble, variants)
+        files = {(v, k): run_files(str(args.runs / folder_name(named[v], k)))
+                 for k in range(args.splits) for v in variants}
+        missing = [n for n in OTHER_SETS if not (args.real / n).is_dir()]
+        if missing:
+            raise FileNotFoundError(f"--real {args.real}: no folder {', '.join(missing)} (the other sensors)")
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"study_ensemble: error: {exc}", file=sys.stderr)
+        return 2
+    load_sets = functools.cache(lambda: other_sets(args.real))  # read only if some model is not cached yet
+    rows = []
+    for k in range(args.splits):
+        scores = {}
+        for v in variants:
+            model, toml = files[v, k]
+            print(f"study_ensemble: split {k}: {v}", flush=True)
+            scores[v] = _cached(args.out, model, lambda m=model, t=toml: model_scores(m, t, load_sets()))
+        first = scores[variants[0]]
+        for v in variants[1:]:
+            keys = [f"{HELD_OUT}:{c}" for c in ("a", "b", "label")]
+            if not all(np.array_equal(scores[v][key], first[key]) for key in keys):
+                print(f"study_ensemble: error: {folder_name(named[v], k)} drew other held-out pairs than "
+                      f"{folder_name(named[variants[0]], k)} (another finger split?)", file=sys.stderr)
+                return 2
+        for pair_set in [HELD_OUT, *OTHER_SETS]:
+            rows += scored_rows(k, pair_set, {v: scores[v][pair_set] for v in variants},
+                                first[f"{pair_set}:label"], ensembles)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(args.out / "ensemble.csv", rows)
+    command = "python bench/study_ensemble.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    text = ("# Networks from different starts, averaged\n\n"
+            f"Members: {', '.join(f'{v} = `{named[v]}`' for v in variants)}; {args.splits} finger split(s). "
+            f"`{HELD_OUT}`: each split's 40 held-out FCJ2020 fingers; the other rows: every pair of a sensor no "
+            "member trained on.\n\n## Over the splits\n\n" + markdown_table(summary_rows(rows, reference))
+            + "\n## Every split\n\n" + markdown_table(rows, digits=2) + f"\n`{command}`\n")
+    write_text(args.out / "ensemble.md", text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,87 @@
+"""bench/study_ensemble.py: members and their mean cosine, paired by split; bad options named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.study_ensemble import _cached, main, parse_ensembles, scored_rows, summary_rows
+
+
+def test_averaging_members_with_independent_errors_lowers_the_eer():
+    rng = np.random.default_rng(0)
+    y = (rng.random(4000) < 0.2).astype(int)
+    members = {m: y + rng.normal(0, 0.6, y.size) for m in "ABC"}  # same signal, independent noise
+    rows = scored_rows(0, "set", members, y, [["A", "B", "C"]])
+    alone = {r["scoring"]: r["EER %"] for r in rows[:3]}
+    (ens,) = rows[3:]
+    assert ens["scoring"] == "A + B + C" and ens["genuine"] == int(y.sum()) and ens["impostor"] == int((y == 0).sum())
+    assert ens["members' mean EER %"] == pytest.approx(np.mean(list(alone.values())))
+    assert ens["EER %"] < min(alone.values()) - 2  # noise std / sqrt(3): a clearly lower EER
+
+
+def test_averaging_identical_members_changes_nothing():
+    rng = np.random.default_rng(1)
+    y = (rng.random(500) < 0.3).astype(int)
+    s = y + rng.normal(0, 1, y.size)
+    rows = scored_rows(2, "set", {"A": s, "B": s.copy()}, y, [["A", "B"]])
+    assert rows[2]["EER %"] == pytest.approx(rows[0]["EER %"]) and rows[2]["split"] == 2
+
+
+def _row(split, how, e, members=None):
+    r = {"split": split, "pairs": "p", "scoring": how, "EER %": e, "FNMR@FMR1 %": 10.0}
+    if members is not None:
+        r["members' mean EER %"] = members
+    return r
+
+
+def test_summary_pairs_each_ensemble_with_its_members_and_the_reference_by_split():
+    rows = [_row(0, "A", 5.0), _row(0, "B", 6.0), _row(0, "A + B", 4.5, 5.5),
+            _row(1, "A", 3.0), _row(1, "B", 4.0), _row(1, "A + B", 3.0, 3.5)]
+    by = {r["scoring"]: r for r in summary_rows(rows, "B")}
+    assert by["A"]["− members' mean, points"] == "" and by["A"]["splits"] == 2
+    ens = by["A + B"]
+    assert ens["EER % [95 % CI]"].startswith("3.75 [")
+    assert ens["− members' mean, points"].startswith("-0.8 [")  # -1.0 and -0.5
+    assert ens["− B, points"].startswith("-1.2 [")  # -1.5 and -1.0: paired with B, not with A
+    assert by["B"]["− B, points"] == ""
+
+
+def test_parse_ensembles_defaults_to_all_and_names_bad_ones():
+    assert parse_ensembles([], ["A", "B", "C"]) == [["A", "B", "C"]]
+    assert parse_ensembles(["A+C"], ["A", "B", "C"]) == [["A", "C"]]
+    with pytest.raises(ValueError, match=r"--ensemble A\+Z.*unknown: Z"):
+        parse_ensembles(["A+Z"], ["A", "B"])
+    with pytest.raises(ValueError, match="--ensemble A: expected two or more"):
+        parse_ensembles(["A"], ["A", "B"])
+
+
+def test_cached_scores_are_computed_once_per_model_file(tmp_path):
+    model = tmp_path / "m.pt"
+    model.write_bytes(b"weights")
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"x": np.arange(3.0)}
+
+    first = _cached(tmp_path / "out", model, compute)
+    again = _cached(tmp_path / "out", model, compute)
+    np.testing.assert_array_equal(first["x"], again["x"])
+    assert len(calls) == 1
+    model.write_bytes(b"other weights")  # another model file: scored anew
+    _cached(tmp_path / "out", model, compute)
+    assert len(calls) == 2
+
+
+def test_bad_options_are_named(tmp_path, capsys):
+    assert main(["--variants", "A", "--out", str(tmp_path)]) == 2
+    assert "--variants A: expected two or more" in capsys.readouterr().err
+    assert main(["--variants", "A,B", "--reference", "C", "--out", str(tmp_path)]) == 2
+    assert "--reference C" in capsys.readouterr().err
+    assert main(["--variants", "A,B", "--runs", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "--run" in err and "model_centralized.pt" in err
+    assert main(["--variants", "a=VARIANT_X,b=VARIANT_Y", "--reference", "b", "--runs", str(tmp_path),
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "VARIANT_X/model_centralized.pt" in capsys.readouterr().err  # a label names its variant's folder
