@@ -58,20 +58,23 @@ def rate(scores: np.ndarray, labels: np.ndarray) -> dict:
 def scored_rows(split: int, pair_set: str, members: dict[str, np.ndarray], labels: np.ndarray,
                 ensembles: list[list[str]]) -> list[dict]:
     """Rows of one split and pair set: each member's cosines rated alone, then each ensemble's mean cosine; an
-    ensemble row carries ``members' mean EER %`` (the mean of its members' own EERs on these pairs)."""
+    ensemble row carries ``members' mean EER %`` and ``members' mean FNMR@FMR1 %`` (the mean of its members' own
+    figures on these pairs)."""
     rows = [{"split": split, "pairs": pair_set, "scoring": name, **rate(s, labels)} for name, s in members.items()]
-    alone = {r["scoring"]: r["EER %"] for r in rows}
+    alone = {r["scoring"]: r for r in rows}
     for names in ensembles:
         row = {"split": split, "pairs": pair_set, "scoring": " + ".join(names),
                **rate(np.mean([members[n] for n in names], axis=0), labels)}
-        row["members' mean EER %"] = float(np.mean([alone[n] for n in names]))
+        for m in ("EER %", "FNMR@FMR1 %"):
+            row[f"members' mean {m}"] = float(np.mean([alone[n][m] for n in names]))
         rows.append(row)
     return rows
 
 
 def summary_rows(rows: list[dict], reference: str) -> list[dict]:
     """Per pair set and scoring, over the splits: mean EER / FNMR [Student-t 95 %]; for an ensemble, its EER
-    minus its members' mean and minus ``reference``'s, paired by split (points)."""
+    minus its members' mean and minus ``reference``'s, and its FNMR minus its members' mean, paired by split
+    (points)."""
     out = []
     for pair_set in dict.fromkeys(r["pairs"] for r in rows):
         mine = [r for r in rows if r["pairs"] == pair_set]
@@ -82,10 +85,13 @@ def summary_rows(rows: list[dict], reference: str) -> list[dict]:
             row = {"pairs": pair_set, "scoring": how, "splits": len(these),
                    "EER % [95 % CI]": f"{m:.2f} [{lo:.2f}, {hi:.2f}]" if len(these) > 1 else f"{m:.2f}",
                    "FNMR@FMR1 % (mean)": f"{np.mean([r['FNMR@FMR1 %'] for r in these]):.1f}",
-                   "− members' mean, points": "", f"− {reference}, points": ""}
+                   "EER − members' mean, points": "", f"EER − {reference}, points": "",
+                   "FNMR − members' mean, points": ""}
             if "members' mean EER %" in these[0]:
-                row["− members' mean, points"] = signed_interval([r["EER %"] - r["members' mean EER %"] for r in these])
-                row[f"− {reference}, points"] = signed_interval([r["EER %"] - ref[r["split"]] for r in these])
+                for m, short in (("EER %", "EER"), ("FNMR@FMR1 %", "FNMR")):
+                    row[f"{short} − members' mean, points"] = signed_interval(
+                        [r[m] - r[f"members' mean {m}"] for r in these])
+                row[f"EER − {reference}, points"] = signed_interval([r["EER %"] - ref[r["split"]] for r in these])
             out.append(row)
     return out
 

@@ -17,6 +17,7 @@ def test_averaging_members_with_independent_errors_lowers_the_eer():
     (ens,) = rows[3:]
     assert ens["scoring"] == "A + B + C" and ens["genuine"] == int(y.sum()) and ens["impostor"] == int((y == 0).sum())
     assert ens["members' mean EER %"] == pytest.approx(np.mean(list(alone.values())))
+    assert ens["members' mean FNMR@FMR1 %"] == pytest.approx(np.mean([r["FNMR@FMR1 %"] for r in rows[:3]]))
     assert ens["EER %"] < min(alone.values()) - 2  # noise std / sqrt(3): a clearly lower EER
 
 
@@ -29,9 +30,9 @@ def test_averaging_identical_members_changes_nothing():
 
 
 def _row(split, how, e, members=None):
-    r = {"split": split, "pairs": "p", "scoring": how, "EER %": e, "FNMR@FMR1 %": 10.0}
+    r = {"split": split, "pairs": "p", "scoring": how, "EER %": e, "FNMR@FMR1 %": 2 * e}
     if members is not None:
-        r["members' mean EER %"] = members
+        r["members' mean EER %"], r["members' mean FNMR@FMR1 %"] = members, 2 * members + 1
     return r
 
 
@@ -39,12 +40,13 @@ def test_summary_pairs_each_ensemble_with_its_members_and_the_reference_by_split
     rows = [_row(0, "A", 5.0), _row(0, "B", 6.0), _row(0, "A + B", 4.5, 5.5),
             _row(1, "A", 3.0), _row(1, "B", 4.0), _row(1, "A + B", 3.0, 3.5)]
     by = {r["scoring"]: r for r in summary_rows(rows, "B")}
-    assert by["A"]["− members' mean, points"] == "" and by["A"]["splits"] == 2
+    assert by["A"]["EER − members' mean, points"] == "" and by["A"]["splits"] == 2
     ens = by["A + B"]
     assert ens["EER % [95 % CI]"].startswith("3.75 [")
-    assert ens["− members' mean, points"].startswith("-0.8 [")  # -1.0 and -0.5
-    assert ens["− B, points"].startswith("-1.2 [")  # -1.5 and -1.0: paired with B, not with A
-    assert by["B"]["− B, points"] == ""
+    assert ens["EER − members' mean, points"].startswith("-0.8 [")  # -1.0 and -0.5
+    assert ens["FNMR − members' mean, points"].startswith("-2.5 [")  # -3.0 and -2.0
+    assert ens["EER − B, points"].startswith("-1.2 [")  # -1.5 and -1.0: paired with B, not with A
+    assert by["B"]["EER − B, points"] == ""
 
 
 def test_parse_ensembles_defaults_to_all_and_names_bad_ones():
