@@ -1,4 +1,4 @@
-"""Networks trained from different starts, averaged (issue 22 §2, target 1): does the ensemble pay?
+"""Networks trained from different starts, averaged (issue 22 §2, targets 1 and 3): does the ensemble pay?
 
 Each ``--variants`` item is a ``bench/study_recipe.py`` variant whose run folders lie in ``--runs``
 (``<variant>`` for finger split 0, ``<variant>-s<k>`` for split k), all of them trained on the same fingers of
@@ -15,11 +15,16 @@ split's models. Two networks from the same start on the same fingers were measur
 mistakes (docs/real_prints_recipe.md, "Placement shifts, a second network, twice the epochs"); different
 pre-trained starts are the diversity this script measures.
 
+``--models`` instead: model files that never saw a real print (synthetic-only, target 3), each ``PATH`` or
+``LABEL=PATH``, scored alone and averaged on every pair of every real set under ``--real``, with the mean EER over
+the sets and the worst set of each.
+
     python bench/study_ensemble.py --variants a=VARIANT_A,b=VARIANT_B,c=VARIANT_C,d=VARIANT_D --splits 6 \\
         --ensemble a+b+c --ensemble a+b+c+d --reference d --out runs/ensemble
+    python bench/study_ensemble.py --models a=A.pt,b=B.pt,c=C.pt --out runs/ensemble_synthetic
 
 Writes ``ensemble.csv`` (one row per split, scoring and pair set) and ``ensemble.md`` to ``--out``; every model's
-cosines are kept in ``--out/scores/<sha256 of the model file>.npz``, so adding a member rescores only it.
+cosines are kept in ``--out/scores/<sha256 of the model file>-<mode>.npz``, so adding a member rescores only it.
 """
 
 from __future__ import annotations
@@ -36,10 +41,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.study_dense_match import MIN_IMPOSTORS_FMR1  # noqa: E402
 from bench.study_recipe import OTHER_SETS, folder_name  # noqa: E402
 from bench.study_scoring import plain_scores, signed_interval  # noqa: E402
 from bench.study_tta import run_files  # noqa: E402
 from data.atomic_io import write_csv, write_text  # noqa: E402
+from data.real_sets import real_set_dirs  # noqa: E402
 from fedprint_config.arg_types import positive_int  # noqa: E402
 from fedprint_config.rundir import markdown_table  # noqa: E402
 from lab.multi_seed import ci95  # noqa: E402
@@ -96,9 +103,9 @@ def summary_rows(rows: list[dict], reference: str) -> list[dict]:
     return out
 
 
-def _cached(out: Path, model: Path, compute) -> dict[str, np.ndarray]:
-    """``compute()``'s arrays kept in ``out/scores/<sha256 of model>.npz``."""
-    path = out / "scores" / f"{hashlib.sha256(model.read_bytes()).hexdigest()}.npz"
+def _cached(out: Path, model: Path, mode: str, compute) -> dict[str, np.ndarray]:
+    """``compute()``'s arrays kept in ``out/scores/<sha256 of model>-<mode>.npz``."""
+    path = out / "scores" / f"{hashlib.sha256(model.read_bytes()).hexdigest()}-{mode}.npz"
     if path.is_file():
         with np.load(path) as z:
             return dict(z)
@@ -110,17 +117,13 @@ def _cached(out: Path, model: Path, compute) -> dict[str, np.ndarray]:
     return arrays
 
 
-def model_scores(model: Path, toml: Path, sets: dict[str, list]) -> dict[str, np.ndarray]:
-    """Cosines (and labels) of one run's model on its held-out test pairs and on every pair of each other set:
-    keys ``<pair set>`` and ``<pair set>:label``, plus ``<held-out>:a`` / ``:b`` to check that members agree."""
+def set_scores(model: Path, sets: dict[str, list]) -> dict[str, np.ndarray]:
+    """Cosines of ``model`` on every pair of each set (``sets``: name -> records): keys ``<set>`` and
+    ``<set>:label``."""
+    from models.model_file import load_model
     from recognition.matching import embed_images, protocol_pairs
 
-    s, client = plain_scores(model, toml)
-    p = client.test_pairs
-    arrays = {HELD_OUT: s, f"{HELD_OUT}:label": p.label, f"{HELD_OUT}:a": p.a, f"{HELD_OUT}:b": p.b}
-    from models.model_file import load_model
-
-    net = load_model(model)
+    net, arrays = load_model(model), {}
     for name, records in sets.items():
         e = embed_images(net, [r.image for r in records], [r.dpi for r in records])
         e /= np.linalg.norm(e, axis=1, keepdims=True)
@@ -130,83 +133,140 @@ def model_scores(model: Path, toml: Path, sets: dict[str, list]) -> dict[str, np
     return arrays
 
 
-def other_sets(real: Path) -> dict[str, list]:
-    """Records of each set in ``OTHER_SETS`` under ``real``, through the quality gate ``evaluate`` applies."""
+def run_scores(model: Path, toml: Path, sets: dict[str, list]) -> dict[str, np.ndarray]:
+    """:func:`set_scores` plus the cosines of the run's model on its held-out test pairs (:data:`HELD_OUT`, with
+    ``:label``, ``:a`` and ``:b`` to check that members agree)."""
+    s, client = plain_scores(model, toml)
+    p = client.test_pairs
+    return {HELD_OUT: s, f"{HELD_OUT}:label": p.label, f"{HELD_OUT}:a": p.a, f"{HELD_OUT}:b": p.b,
+            **set_scores(model, sets)}
+
+
+def read_sets(folders: dict[str, tuple[Path, str]]) -> dict[str, list]:
+    """Records of each set (name -> (folder, layout)), through the quality gate ``evaluate`` applies."""
     from data.datasets import load_dataset
     from recognition.matching import quality_gate
 
-    return {name: quality_gate(load_dataset(layout, real / name))[0] for name, layout in OTHER_SETS.items()}
+    return {name: quality_gate(load_dataset(layout, folder))[0] for name, (folder, layout) in folders.items()}
 
 
-def parse_ensembles(specs: list[str], variants: list[str]) -> list[list[str]]:
-    """``A+B`` strings -> lists of variant names; ValueError naming ``--ensemble`` and an unknown or lone name."""
+def over_sets(rows: list[dict]) -> list[dict]:
+    """Per scoring: mean EER over the pair sets, the worst set and the mean FNMR @ FMR 1 % (target 3's terms)."""
     out = []
-    for spec in specs or ["+".join(variants)]:
+    for how in dict.fromkeys(r["scoring"] for r in rows):
+        these = [r for r in rows if r["scoring"] == how]
+        worst = max(these, key=lambda r: r["EER %"])
+        out.append({"scoring": how, "sets": len(these), "mean EER %": np.mean([r["EER %"] for r in these]),
+                    "worst set": f"{worst['pairs']} {worst['EER %']:.1f}",
+                    "mean FNMR@FMR1 %": np.mean([r["FNMR@FMR1 %"] for r in these])})
+    return out
+
+
+def parse_ensembles(specs: list[str], members: list[str]) -> list[list[str]]:
+    """``A+B`` strings -> lists of member labels; ValueError naming ``--ensemble`` and an unknown or lone name."""
+    out = []
+    for spec in specs or ["+".join(members)]:
         names = [n for n in spec.split("+") if n]
-        unknown = [n for n in names if n not in variants]
+        unknown = [n for n in names if n not in members]
         if unknown or len(names) < 2:
-            raise ValueError(f"--ensemble {spec}: expected two or more of --variants ({', '.join(variants)}) "
+            raise ValueError(f"--ensemble {spec}: expected two or more of the members ({', '.join(members)}) "
                              "joined by '+'" + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
         out.append(names)
     return out
 
 
+def labelled(spec: str, option: str) -> dict[str, str]:
+    """``A,LABEL=B`` -> {label: item} (an item without a label is its own); ValueError naming ``option`` unless
+    there are two or more."""
+    named = dict(v.partition("=")[::2] if "=" in v else (v, v) for v in spec.split(",") if v)
+    if len(named) < 2:
+        raise ValueError(f"{option} {spec}: expected two or more, comma-separated")
+    return named
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--variants", required=True,
-                    help="study_recipe variants, each VARIANT or LABEL=VARIANT, comma-separated (two or more)")
-    ap.add_argument("--splits", type=positive_int, default=1, help="finger splits 0..N-1 (default 1)")
+    which = ap.add_mutually_exclusive_group(required=True)
+    which.add_argument("--variants", help="study_recipe variants, each VARIANT or LABEL=VARIANT, comma-separated")
+    which.add_argument("--models", help="model files never trained on real prints, each PATH or LABEL=PATH, "
+                                        "comma-separated: scored on every pair of every real set")
+    ap.add_argument("--splits", type=positive_int, default=1, help="with --variants: finger splits 0..N-1 (default 1)")
     ap.add_argument("--ensemble", action="append", default=[],
-                    help="members joined by '+', repeatable (default: all variants)")
-    ap.add_argument("--reference", default=None, help="variant each ensemble is also paired with (default: the first)")
+                    help="members joined by '+', repeatable (default: all members)")
+    ap.add_argument("--reference", default=None, help="member each ensemble is also paired with (default: the first)")
     ap.add_argument("--runs", type=Path, default=ROOT / "runs" / "recipe", help="run folders (default runs/recipe)")
     ap.add_argument("--real", type=Path, default=ROOT.parent / "shared" / "data" / "real",
-                    help="real-set root holding the other sensors (default ../shared/data/real)")
+                    help="real-set root (default ../shared/data/real)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    named = dict(v.partition("=")[::2] if "=" in v else (v, v) for v in args.variants.split(",") if v)
-    variants = list(named)  # the labels; named[label] is the variant
-    reference = args.reference or variants[0]
     try:
-        if len(variants) < 2:
-            raise ValueError(f"--variants {args.variants}: expected two or more, comma-separated")
-        if reference not in variants:
-            raise ValueError(f"--reference {reference}: not one of --variants ({', '.join(variants)})")
-        ensembles = parse_ensembles(args.ensemble, variants)
-        files = {(v, k): run_files(str(args.runs / folder_name(named[v], k)))
-                 for k in range(args.splits) for v in variants}
-        missing = [n for n in OTHER_SETS if not (args.real / n).is_dir()]
+        named = labelled(args.variants or args.models, "--variants" if args.variants else "--models")
+        members = list(named)
+        reference = args.reference or members[0]
+        if reference not in members:
+            raise ValueError(f"--reference {reference}: not one of the members ({', '.join(members)})")
+        ensembles = parse_ensembles(args.ensemble, members)
+        if args.variants:
+            splits = range(args.splits)
+            jobs = {(v, k): run_files(str(args.runs / folder_name(named[v], k))) for k in splits for v in members}
+            folders = {n: (args.real / n, layout) for n, layout in OTHER_SETS.items()}
+        else:
+            if args.splits != 1:
+                raise ValueError("--splits: goes with --variants (model files have no finger split)")
+            splits = range(1)
+            jobs = {(m, 0): (Path(named[m]), None) for m in members}
+            for path, _ in jobs.values():
+                if not path.is_file():
+                    raise FileNotFoundError(f"--models: no model file {path}")
+            folders = {d.name: (d, layout) for d, layout in real_set_dirs(args.real)}
+        missing = [str(f) for f, _ in folders.values() if not f.is_dir()] or ([] if folders else [str(args.real)])
         if missing:
-            raise FileNotFoundError(f"--real {args.real}: no folder {', '.join(missing)} (the other sensors)")
+            raise FileNotFoundError(f"--real {args.real}: no real set at {', '.join(missing)}")
     except (ValueError, FileNotFoundError) as exc:
         print(f"study_ensemble: error: {exc}", file=sys.stderr)
         return 2
-    load_sets = functools.cache(lambda: other_sets(args.real))  # read only if some model is not cached yet
-    rows = []
-    for k in range(args.splits):
+    load_sets = functools.cache(lambda: read_sets(folders))  # read only if some model is not cached yet
+    pair_sets = ([HELD_OUT] if args.variants else []) + list(folders)
+    rows, left_out = [], {}
+    for k in splits:
         scores = {}
-        for v in variants:
-            model, toml = files[v, k]
-            print(f"study_ensemble: split {k}: {v}", flush=True)
-            scores[v] = _cached(args.out, model, lambda m=model, t=toml: model_scores(m, t, load_sets()))
-        first = scores[variants[0]]
-        for v in variants[1:]:
+        for m in members:
+            model, toml = jobs[m, k]
+            print(f"study_ensemble: split {k}: {m}" if args.variants else f"study_ensemble: {m}", flush=True)
+            compute = (lambda a=model, b=toml: run_scores(a, b, load_sets())) if args.variants else (
+                lambda a=model: set_scores(a, load_sets()))
+            scores[m] = _cached(args.out, model, "runs" if args.variants else "sets", compute)
+        first = scores[members[0]]
+        for m in members[1:] if args.variants else []:
             keys = [f"{HELD_OUT}:{c}" for c in ("a", "b", "label")]
-            if not all(np.array_equal(scores[v][key], first[key]) for key in keys):
-                print(f"study_ensemble: error: {folder_name(named[v], k)} drew other held-out pairs than "
-                      f"{folder_name(named[variants[0]], k)} (another finger split?)", file=sys.stderr)
+            if not all(np.array_equal(scores[m][key], first[key]) for key in keys):
+                print(f"study_ensemble: error: {folder_name(named[m], k)} drew other held-out pairs than "
+                      f"{folder_name(named[members[0]], k)} (another finger split?)", file=sys.stderr)
                 return 2
-        for pair_set in [HELD_OUT, *OTHER_SETS]:
-            rows += scored_rows(k, pair_set, {v: scores[v][pair_set] for v in variants},
-                                first[f"{pair_set}:label"], ensembles)
+        for pair_set in pair_sets:
+            labels = first[f"{pair_set}:label"]
+            if (labels == 0).sum() < MIN_IMPOSTORS_FMR1:  # resolves no FNMR @ FMR 1 %: out of every mean
+                left_out[pair_set] = f"{pair_set} ({int(labels.sum())} genuine / {int((labels == 0).sum())} impostor)"
+                continue
+            rows += scored_rows(k, pair_set, {m: scores[m][pair_set] for m in members}, labels, ensembles)
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(args.out / "ensemble.csv", rows)
     command = "python bench/study_ensemble.py " + shlex.join(argv if argv is not None else sys.argv[1:])
-    text = ("# Networks from different starts, averaged\n\n"
-            f"Members: {', '.join(f'{v} = `{named[v]}`' for v in variants)}; {args.splits} finger split(s). "
-            f"`{HELD_OUT}`: each split's 40 held-out FCJ2020 fingers; the other rows: every pair of a sensor no "
-            "member trained on.\n\n## Over the splits\n\n" + markdown_table(summary_rows(rows, reference))
-            + "\n## Every split\n\n" + markdown_table(rows, digits=2) + f"\n`{command}`\n")
+    listed = ", ".join(f"{m} = `{named[m]}`" for m in members)
+    if args.variants:
+        intro = (f"Members: {listed}; {args.splits} finger split(s). `{HELD_OUT}`: each split's 40 held-out "
+                 "FCJ2020 fingers; the other rows: every pair of a sensor no member trained on.\n\n")
+        extra = ""
+    else:
+        intro = f"Members (never trained on a real print): {listed}; every pair of every real set.\n\n"
+        extra = "## Over the sets\n\n" + markdown_table(over_sets(rows), digits=1) + "\n"
+    if left_out:
+        intro += (f"Left out (fewer than {MIN_IMPOSTORS_FMR1} impostor pairs): {', '.join(left_out.values())}."
+                  "\n\n")
+    text = ("# Networks from different starts, averaged\n\n" + intro + extra
+            + ("## Over the splits\n\n" if args.variants else "## Each set, paired with the members' mean\n\n")
+            + markdown_table(summary_rows(rows, reference)) + "\n## Every split\n\n" + markdown_table(rows, digits=2)
+            + f"\n`{command}`\n")
     write_text(args.out / "ensemble.md", text)
     print(text)
     return 0

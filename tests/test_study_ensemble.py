@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.study_ensemble import _cached, main, parse_ensembles, scored_rows, summary_rows
+from bench.study_ensemble import _cached, main, over_sets, parse_ensembles, scored_rows, summary_rows
 
 
 def test_averaging_members_with_independent_errors_lowers_the_eer():
@@ -54,7 +54,7 @@ def test_parse_ensembles_defaults_to_all_and_names_bad_ones():
     assert parse_ensembles(["A+C"], ["A", "B", "C"]) == [["A", "C"]]
     with pytest.raises(ValueError, match=r"--ensemble A\+Z.*unknown: Z"):
         parse_ensembles(["A+Z"], ["A", "B"])
-    with pytest.raises(ValueError, match="--ensemble A: expected two or more"):
+    with pytest.raises(ValueError, match="--ensemble A: expected two or more of the members"):
         parse_ensembles(["A"], ["A", "B"])
 
 
@@ -67,13 +67,15 @@ def test_cached_scores_are_computed_once_per_model_file(tmp_path):
         calls.append(1)
         return {"x": np.arange(3.0)}
 
-    first = _cached(tmp_path / "out", model, compute)
-    again = _cached(tmp_path / "out", model, compute)
+    first = _cached(tmp_path / "out", model, "runs", compute)
+    again = _cached(tmp_path / "out", model, "runs", compute)
     np.testing.assert_array_equal(first["x"], again["x"])
     assert len(calls) == 1
     model.write_bytes(b"other weights")  # another model file: scored anew
-    _cached(tmp_path / "out", model, compute)
+    _cached(tmp_path / "out", model, "runs", compute)
     assert len(calls) == 2
+    _cached(tmp_path / "out", model, "sets", compute)  # the other mode keeps other arrays
+    assert len(calls) == 3
 
 
 def test_bad_options_are_named(tmp_path, capsys):
@@ -87,3 +89,18 @@ def test_bad_options_are_named(tmp_path, capsys):
     assert main(["--variants", "a=VARIANT_X,b=VARIANT_Y", "--reference", "b", "--runs", str(tmp_path),
                  "--out", str(tmp_path / "o")]) == 2
     assert "VARIANT_X/model_centralized.pt" in capsys.readouterr().err  # a label names its variant's folder
+
+
+def test_over_sets_gives_the_mean_and_the_worst_set_of_each_scoring():
+    rows = [{"pairs": s, "scoring": how, "EER %": e, "FNMR@FMR1 %": 2 * e}
+            for s, how, e in [("x", "A", 10.0), ("y", "A", 20.0), ("x", "A + B", 8.0), ("y", "A + B", 12.0)]]
+    by = {r["scoring"]: r for r in over_sets(rows)}
+    assert by["A"]["mean EER %"] == 15.0 and by["A"]["worst set"] == "y 20.0" and by["A"]["sets"] == 2
+    assert by["A + B"]["mean EER %"] == 10.0 and by["A + B"]["mean FNMR@FMR1 %"] == 20.0
+
+
+def test_model_files_mode_names_a_missing_file_and_refuses_splits(tmp_path, capsys):
+    assert main(["--models", f"a={tmp_path / 'nope.pt'},b={tmp_path / 'nope2.pt'}", "--out", str(tmp_path)]) == 2
+    assert "--models: no model file" in capsys.readouterr().err
+    assert main(["--models", "a.pt,b.pt", "--splits", "2", "--out", str(tmp_path)]) == 2
+    assert "--splits: goes with --variants" in capsys.readouterr().err
