@@ -43,23 +43,15 @@ sys.path.insert(0, str(ROOT))
 
 from bench.study_dense_match import MIN_IMPOSTORS_FMR1  # noqa: E402
 from bench.study_recipe import OTHER_SETS, folder_name  # noqa: E402
-from bench.study_scoring import plain_scores, signed_interval  # noqa: E402
+from bench.study_scoring import plain_scores, rate, signed_interval  # noqa: E402
 from bench.study_tta import run_files  # noqa: E402
 from data.atomic_io import write_csv, write_text  # noqa: E402
 from data.real_sets import real_set_dirs  # noqa: E402
 from fedprint_config.arg_types import positive_int  # noqa: E402
 from fedprint_config.rundir import markdown_table  # noqa: E402
 from lab.multi_seed import ci95  # noqa: E402
-from models.metrics import eer, fnmr_at_fmr  # noqa: E402
 
 HELD_OUT = "fcj2020_dev held-out"  #: the pair set of each run's own held-out test fingers
-
-
-def rate(scores: np.ndarray, labels: np.ndarray) -> dict:
-    """EER and FNMR @ FMR 1 % (in %) of similarity ``scores`` (higher = same finger), with the pair counts."""
-    return {"EER %": 100 * eer(scores, labels, higher_is_genuine=True),
-            "FNMR@FMR1 %": 100 * fnmr_at_fmr(scores, labels, 0.01, higher_is_genuine=True),
-            "genuine": int(labels.sum()), "impostor": int((labels == 0).sum())}
 
 
 def scored_rows(split: int, pair_set: str, members: dict[str, np.ndarray], labels: np.ndarray,

@@ -169,16 +169,20 @@ def signed_interval(values: list[float]) -> str:
     return f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(values) > 1 else f"{m:+.1f} (one split: no interval)"
 
 
+def rate(scores: np.ndarray, labels: np.ndarray) -> dict:
+    """EER and FNMR @ FMR 1 % (in %) of similarity ``scores`` (higher = same finger), with the pair counts."""
+    return {"EER %": 100 * eer(scores, labels, higher_is_genuine=True),
+            "FNMR@FMR1 %": 100 * fnmr_at_fmr(scores, labels, 0.01, higher_is_genuine=True),
+            "genuine": int(labels.sum()), "impostor": int((labels == 0).sum())}
+
+
 def rated_rows(run: str, scored: dict[str, tuple]) -> list[dict]:
     """One row per scoring of the run folder named ``run`` (``scored``: name -> (similarities, labels)): EER and
     FNMR @ FMR 1 % with the pair counts, each printed as it comes."""
     variant, split = variant_and_split(run)
     rows = []
     for how, (s, y) in scored.items():
-        rows.append({"variant": variant, "split": split, "scoring": how,
-                     "EER %": 100 * eer(s, y, higher_is_genuine=True),
-                     "FNMR@FMR1 %": 100 * fnmr_at_fmr(s, y, 0.01, higher_is_genuine=True),
-                     "genuine": int(y.sum()), "impostor": int((y == 0).sum())})
+        rows.append({"variant": variant, "split": split, "scoring": how, **rate(s, y)})
         print(f"{run} {how}: EER {rows[-1]['EER %']:.2f} % FNMR@FMR1 {rows[-1]['FNMR@FMR1 %']:.2f} %", flush=True)
     return rows
 
