@@ -43,13 +43,13 @@ sys.path.insert(0, str(ROOT))
 
 from bench.study_dense_match import MIN_IMPOSTORS_FMR1  # noqa: E402
 from bench.study_recipe import OTHER_SETS, folder_name  # noqa: E402
-from bench.study_scoring import plain_scores, rate, signed_interval  # noqa: E402
+from bench.study_scoring import plain_scores, rate  # noqa: E402
 from bench.study_tta import run_files  # noqa: E402
 from data.atomic_io import write_csv, write_text  # noqa: E402
 from data.real_sets import real_set_dirs  # noqa: E402
 from fedprint_config.arg_types import positive_int  # noqa: E402
 from fedprint_config.rundir import markdown_table  # noqa: E402
-from lab.multi_seed import ci95  # noqa: E402
+from lab.multi_seed import ci95, signed_interval  # noqa: E402
 
 HELD_OUT = "fcj2020_dev held-out"  #: the pair set of each run's own held-out test fingers
 

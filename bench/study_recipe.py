@@ -28,7 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from data.atomic_io import write_text  # noqa: E402
 from fedprint_config.arg_types import add_device_arg  # noqa: E402
+from lab.multi_seed import signed_interval  # noqa: E402
 
 #: Transfer sets (never trained on by any variant) and their layouts.
 OTHER_SETS = {"fvc_300x300_b": "fvc", "fvc2002_db1_b": "fvc", "fvc2002_db3_b": "fvc", "pyfnprint_16x8": "generic"}
@@ -526,14 +528,6 @@ def screen_rows(runs: Path, max_splits: int = 10, names=SCREEN) -> dict[str, dic
     return out
 
 
-def _paired(diffs: list[float]) -> str:
-    """Mean paired difference and its Student-t 95 % interval ("one split: no interval" below two splits)."""
-    from lab.multi_seed import ci95
-
-    m, lo, hi = ci95(diffs)
-    return f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(diffs) >= 2 else f"{m:+.1f} (one split: no interval)"
-
-
 def render_screen(rows: dict[str, dict[int, dict]]) -> str:
     """The screening table: each lever minus the baseline, split by split (paired), with a Student-t 95 % interval."""
     lines = ["## Screening: cheap levers at 40 epochs, over several finger splits", "",
@@ -557,7 +551,7 @@ def render_screen(rows: dict[str, dict[int, dict]]) -> str:
         if paired:
             d_eer = [100 * (per[s]["eer"] - base[s]["eer"]) for s in paired]
             d_fnmr = [100 * (per[s]["fmr100"] - base[s]["fmr100"]) for s in paired]
-            cells = [_paired(d_eer), _paired(d_fnmr), ", ".join(f"{d:+.1f}" for d in d_eer)]
+            cells = [signed_interval(d_eer), signed_interval(d_fnmr), ", ".join(f"{d:+.1f}" for d in d_eer)]
         lines.append(f"| {name} | {VARIANTS[name]['what']} | {base_name if name != SCREEN_BASE else '—'} | "
                      f"{len(seeds)} | {100 * sum(eer) / len(eer):.1f} | "
                      f"{100 * sum(fnmr) / len(fnmr):.1f} | " + " | ".join(cells) + " |")
@@ -595,7 +589,7 @@ def render_splits(rows: dict[str, dict[int, dict]], runs: Path) -> str:
             vals = [100 * per[k][key] for k in seeds]
             m, lo, hi = ci95(vals)
             cells += [f"{m:.1f} [{lo:.1f}, {hi:.1f}]", ", ".join(f"{v:.1f}" for v in vals)]
-            diffs.append(_paired([100 * (per[s][key] - base[s][key]) for s in paired]) if paired else "—")
+            diffs.append(signed_interval([100 * (per[s][key] - base[s][key]) for s in paired]) if paired else "—")
         folders = [folder_name(name, k) for k in seeds]
         walls = [wall(runs, f) for f in folders if (runs / f"{f}.wall.json").exists()]
         where = (f"{'; '.join(sorted({d for _, d in walls}))} ({sum(t for t, _ in walls) / len(walls) / 60:.1f})"
@@ -624,6 +618,25 @@ def figure(results: dict[str, dict], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+#: The line from which ``--out`` is hand-written: a regeneration rewrites only the text above it and keeps the rest.
+HAND_WRITTEN = ("<!-- Hand-written from here on: bench/study_recipe.py regenerates only the part above and keeps "
+                "this. -->")
+
+
+def hand_written(out: Path) -> str:
+    """The hand-written tail of ``out`` (from :data:`HAND_WRITTEN` on; the marker alone when ``out`` does not
+    exist yet). ValueError naming the file when it exists without the marker: regenerating would drop text this
+    script did not write."""
+    if not out.is_file():
+        return HAND_WRITTEN + "\n"
+    text = out.read_text()
+    at = text.find(HAND_WRITTEN)
+    if at < 0:
+        raise ValueError(f"--out {out}: exists without the line {HAND_WRITTEN!r}; put it above the hand-written "
+                         "text to keep it, or remove the file")
+    return text[at:]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -661,6 +674,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"study_recipe: error: --only: unknown variants {sorted(unknown)}; known: {list(VARIANTS)}",
               file=sys.stderr)
         return 2
+    out = Path(args.out)
+    try:
+        kept = "" if args.train_only else hand_written(out)  # checked before hours of training, not after
+    except ValueError as exc:
+        print(f"study_recipe: error: {exc}", file=sys.stderr)
+        return 2
     runs.mkdir(parents=True, exist_ok=True)
     if not args.no_train:
         train_splits(names, real, runs, args.splits)
@@ -684,8 +703,8 @@ def main(argv: list[str] | None = None) -> int:
     screen = (render_splits(screen_rows(runs, names=full), runs) + "\n" + screen
               + "\nThese models scored with a second deep score, the dense match of their feature maps, alone and "
               "fused with the embedding: [dense_matching.md](dense_matching.md) (`bench/study_dense_match.py`).\n")
-    out = Path(args.out)
-    out.write_text(render(results, runs) + f"\n![EER per variant]({out.with_suffix('.png').name})\n\n" + screen)
+    generated = render(results, runs) + f"\n![EER per variant]({out.with_suffix('.png').name})\n\n" + screen
+    write_text(out, generated.rstrip("\n") + "\n\n" + kept)
     figure(results, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")
     return 0

@@ -52,7 +52,7 @@ from bench.study_tta import run_files  # noqa: E402
 from data.atomic_io import write_csv, write_text  # noqa: E402
 from fedprint_config.arg_types import positive_int  # noqa: E402
 from fedprint_config.rundir import markdown_table  # noqa: E402
-from lab.multi_seed import ci95  # noqa: E402
+from lab.multi_seed import signed_interval  # noqa: E402
 from models.metrics import eer, fnmr_at_fmr, pair_cosines  # noqa: E402
 from models.model_file import load_model  # noqa: E402
 
@@ -161,12 +161,6 @@ def score_run(model: Path, toml: Path, *, top_ks: list[int], sizes: list[int],
         names = ", ".join(variant_and_split(m.parent.name)[0] for m, _ in partners)  # one row name for every split
         out[f"ensemble with {names}"] = ensemble(plain, pairs, partners)
     return out
-
-
-def signed_interval(values: list[float]) -> str:
-    """Mean of signed differences (points) with its Student-t 95 % interval, e.g. ``"+0.5 [-0.2, +1.2]"``."""
-    m, lo, hi = ci95(values)
-    return f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(values) > 1 else f"{m:+.1f} (one split: no interval)"
 
 
 def rate(scores: np.ndarray, labels: np.ndarray) -> dict:

@@ -277,7 +277,7 @@ def render(results: dict[tuple[str, int], dict], pairs: dict[str, tuple[int, int
 
 def _differences(results: dict[tuple[str, int], dict], against: str, ref_of: Callable[[str], str]) -> list[str]:
     """Table lines: each row's mean EER minus that of ``ref_of(row's variant)`` for the same seed, per score."""
-    from lab.multi_seed import ci95
+    from lab.multi_seed import signed_interval
 
     lines = [f"## Each lever minus {against} (mean EER over the sets, points)", "",
              "| variant | lever | score | seeds | per seed | mean [95 % CI] |", "|---|---|---|---|---|---|"]
@@ -291,8 +291,7 @@ def _differences(results: dict[tuple[str, int], dict], against: str, ref_of: Cal
                      and score_name in results[(v, seed)] and score_name in results[(ref, seed)]]
             if not diffs:
                 continue
-            m, lo, hi = ci95(diffs)
-            ci = f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(diffs) >= 2 else f"{m:+.1f} (one seed: no interval)"
+            ci = signed_interval(diffs, "seed")
             lines.append(f"| {variant} | {describe(variant)} | {score_name} | {len(diffs)} | "
                          + ", ".join(f"{d:+.1f}" for d in diffs) + f" | {ci} |")
     return lines + [""]

@@ -67,6 +67,13 @@ def ci95(values: Sequence[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
+def signed_interval(values: Sequence[float], unit: str = "split") -> str:
+    """Mean of paired differences (points) with its Student-t 95 % interval, e.g. ``"+0.5 [-0.2, +1.2]"``; below
+    two values ``"+0.5 (one <unit>: no interval)"``."""
+    m, lo, hi = ci95(values)
+    return f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]" if len(values) >= 2 else f"{m:+.1f} (one {unit}: no interval)"
+
+
 def _method_of(model: str) -> str:
     """Method of a model-file row name: ``"local (casia)"`` -> ``"local"``."""
     return model.split(" (")[0]

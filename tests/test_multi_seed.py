@@ -61,3 +61,10 @@ def test_unseen_column_wall_time_and_every_method_against_fedavg():
     assert got[("affr − fedavg", "unseen-domain EER")] == "AFFR lower (better) beyond the noise"
     assert got[("affr − fedavg", "avg EER")] == "AFFR higher (worse) beyond the noise"
     assert got[("fedala − fedavg", "unseen-domain EER")] == "no difference beyond the noise"
+
+
+def test_signed_interval_formats_the_mean_difference_and_its_t_interval():
+    from lab.multi_seed import signed_interval
+
+    assert signed_interval([1.0, 2.0, 3.0]) == "+2.0 [-0.5, +4.5]"  # t(0.975, 2) = 4.30, sd 1, n 3
+    assert signed_interval([-0.4], "seed") == "-0.4 (one seed: no interval)"

@@ -85,3 +85,20 @@ def test_screen_table_pairs_a_stacked_lever_with_its_own_baseline():
     p32 = lines["fcj_rr128_supcon_t005_p32_e40"]
     assert "| fcj_rr128_supcon_t005_e40 | 2 |" in p32 and "| -1.0, +1.0 |" in p32
     assert "| -2.0, -3.0 |" in lines["fcj_rr128_supcon_t005_e40"]
+
+
+def test_a_regeneration_keeps_the_hand_written_tail(tmp_path):
+    out = tmp_path / "doc.md"
+    assert sr.hand_written(out) == sr.HAND_WRITTEN + "\n"  # a new doc gets the marker
+    out.write_text("old generated table\n\n" + sr.HAND_WRITTEN + "\n\n## A section someone wrote\n")
+    assert sr.hand_written(out) == sr.HAND_WRITTEN + "\n\n## A section someone wrote\n"
+
+
+def test_a_doc_without_the_marker_is_refused_before_any_training(tmp_path, capsys):
+    out = tmp_path / "doc.md"
+    out.write_text("text this script did not write\n")
+    (tmp_path / "real").mkdir()
+    code = sr.main(["--only", "fcj_ft128", "--runs", str(tmp_path / "runs"), "--real-samples",
+                    str(tmp_path / "real"), "--out", str(out)])
+    assert code == 2 and "exists without the line" in capsys.readouterr().err
+    assert out.read_text() == "text this script did not write\n" and not (tmp_path / "runs").exists()
