@@ -24,7 +24,8 @@ the sets and the worst set of each.
     python bench/study_ensemble.py --models a=A.pt,b=B.pt,c=C.pt --out runs/ensemble_synthetic
 
 Writes ``ensemble.csv`` (one row per split, scoring and pair set) and ``ensemble.md`` to ``--out``; every model's
-cosines are kept in ``--out/scores/<sha256 of the model file>-<mode>.npz``, so adding a member rescores only it.
+cosines are kept in ``--out/scores/`` (keyed by the model file, its run's TOML and the real-set root), so adding a
+member rescores only it.
 """
 
 from __future__ import annotations
@@ -87,17 +88,21 @@ def summary_rows(rows: list[dict], reference: str) -> list[dict]:
                    "EER − members' mean, points": "", f"EER − {reference}, points": "",
                    "FNMR − members' mean, points": ""}
             if "members' mean EER %" in these[0]:
-                for m, short in (("EER %", "EER"), ("FNMR@FMR1 %", "FNMR")):
+                for key, short in (("EER %", "EER"), ("FNMR@FMR1 %", "FNMR")):
                     row[f"{short} − members' mean, points"] = signed_interval(
-                        [r[m] - r[f"members' mean {m}"] for r in these])
+                        [r[key] - r[f"members' mean {key}"] for r in these])
                 row[f"EER − {reference}, points"] = signed_interval([r["EER %"] - ref[r["split"]] for r in these])
             out.append(row)
     return out
 
 
-def _cached(out: Path, model: Path, mode: str, compute) -> dict[str, np.ndarray]:
-    """``compute()``'s arrays kept in ``out/scores/<sha256 of model>-<mode>.npz``."""
-    path = out / "scores" / f"{hashlib.sha256(model.read_bytes()).hexdigest()}-{mode}.npz"
+def _cached(out: Path, inputs: list[Path], note: str, compute) -> dict[str, np.ndarray]:
+    """``compute()``'s arrays kept in ``out/scores/<sha256 of note and the inputs' bytes>.npz`` (inputs: the model
+    file and its run's TOML; note: the mode and the real-set root), so a changed input is scored anew."""
+    digest = hashlib.sha256(note.encode())
+    for path in inputs:
+        digest.update(path.read_bytes())
+    path = out / "scores" / f"{digest.hexdigest()}.npz"
     if path.is_file():
         with np.load(path) as z:
             return dict(z)
@@ -227,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"study_ensemble: split {k}: {m}" if args.variants else f"study_ensemble: {m}", flush=True)
             compute = (lambda a=model, b=toml: run_scores(a, b, load_sets())) if args.variants else (
                 lambda a=model: set_scores(a, load_sets()))
-            scores[m] = _cached(args.out, model, "runs" if args.variants else "sets", compute)
+            note = f"{'runs' if args.variants else 'sets'}\n{args.real.resolve()}"
+            scores[m] = _cached(args.out, [model] + ([toml] if toml else []), note, compute)
         first = scores[members[0]]
         for m in members[1:] if args.variants else []:
             keys = [f"{HELD_OUT}:{c}" for c in ("a", "b", "label")]

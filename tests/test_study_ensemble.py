@@ -58,24 +58,26 @@ def test_parse_ensembles_defaults_to_all_and_names_bad_ones():
         parse_ensembles(["A"], ["A", "B"])
 
 
-def test_cached_scores_are_computed_once_per_model_file(tmp_path):
-    model = tmp_path / "m.pt"
+def test_cached_scores_are_computed_once_per_model_file_toml_and_note(tmp_path):
+    model, toml = tmp_path / "m.pt", tmp_path / "m.toml"
     model.write_bytes(b"weights")
+    toml.write_text("[run]\nseed = 0\n")
     calls = []
 
     def compute():
         calls.append(1)
         return {"x": np.arange(3.0)}
 
-    first = _cached(tmp_path / "out", model, "runs", compute)
-    again = _cached(tmp_path / "out", model, "runs", compute)
+    first = _cached(tmp_path / "out", [model, toml], "runs", compute)
+    again = _cached(tmp_path / "out", [model, toml], "runs", compute)
     np.testing.assert_array_equal(first["x"], again["x"])
     assert len(calls) == 1
-    model.write_bytes(b"other weights")  # another model file: scored anew
-    _cached(tmp_path / "out", model, "runs", compute)
-    assert len(calls) == 2
-    _cached(tmp_path / "out", model, "sets", compute)  # the other mode keeps other arrays
+    for change in (lambda: model.write_bytes(b"other weights"), lambda: toml.write_text("[run]\nseed = 1\n")):
+        change()  # another model file, another split: scored anew
+        _cached(tmp_path / "out", [model, toml], "runs", compute)
     assert len(calls) == 3
+    _cached(tmp_path / "out", [model, toml], "sets", compute)  # another mode or real-set root
+    assert len(calls) == 4
 
 
 def test_bad_options_are_named(tmp_path, capsys):
