@@ -147,14 +147,19 @@ SCORING_VERSION = 1
 TRANSFER_CACHE = ROOT / "runs" / ".cache" / "transfer_scores"
 
 
+def inputs_digest(inputs: list[Path], salt: str) -> str:
+    """SHA-256 (hex) of ``salt`` and the bytes of each file in ``inputs``: a cache key that changes with any input."""
+    digest = hashlib.sha256(salt.encode())
+    for path in inputs:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def cached_rows(cache: Path, inputs: list[Path], compute, note: str = "") -> list[dict] | dict:
     """``compute()``'s rows (any JSON value), cached in the JSON file ``cache`` under the SHA-256 of ``inputs``
     (model files, TOML, classical CSV), ``note`` (e.g. the real-set root) and :data:`SCORING_VERSION`: a
     regeneration rescores only what changed."""
-    digest = hashlib.sha256((str(SCORING_VERSION) + (f"\n{note}" if note else "")).encode())
-    for path in inputs:
-        digest.update(path.read_bytes())
-    key = digest.hexdigest()
+    key = inputs_digest(inputs, str(SCORING_VERSION) + (f"\n{note}" if note else ""))
     if cache.is_file():
         stored = json.loads(cache.read_text())
         if stored.get("key") == key:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import hashlib
 import shlex
 import sys
 from pathlib import Path
@@ -42,11 +41,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.study_dense_match import MIN_IMPOSTORS_FMR1  # noqa: E402
+from bench.study_dense_match import MIN_IMPOSTORS_FMR1, inputs_digest  # noqa: E402
 from bench.study_recipe import OTHER_SETS, folder_name  # noqa: E402
 from bench.study_scoring import plain_scores, rate  # noqa: E402
 from bench.study_tta import run_files  # noqa: E402
 from data.atomic_io import write_csv, write_text  # noqa: E402
+from data.pairs import PairSet  # noqa: E402
 from data.real_sets import real_set_dirs  # noqa: E402
 from fedprint_config.arg_types import positive_int  # noqa: E402
 from fedprint_config.rundir import markdown_table  # noqa: E402
@@ -99,10 +99,7 @@ def summary_rows(rows: list[dict], reference: str) -> list[dict]:
 def _cached(out: Path, inputs: list[Path], note: str, compute) -> dict[str, np.ndarray]:
     """``compute()``'s arrays kept in ``out/scores/<sha256 of note and the inputs' bytes>.npz`` (inputs: the model
     file and its run's TOML; note: the mode and the real-set root), so a changed input is scored anew."""
-    digest = hashlib.sha256(note.encode())
-    for path in inputs:
-        digest.update(path.read_bytes())
-    path = out / "scores" / f"{digest.hexdigest()}.npz"
+    path = out / "scores" / f"{inputs_digest(inputs, note)}.npz"
     if path.is_file():
         with np.load(path) as z:
             return dict(z)
@@ -114,23 +111,22 @@ def _cached(out: Path, inputs: list[Path], note: str, compute) -> dict[str, np.n
     return arrays
 
 
-def set_scores(model: Path, sets: dict[str, list]) -> dict[str, np.ndarray]:
-    """Cosines of ``model`` on every pair of each set (``sets``: name -> records): keys ``<set>`` and
-    ``<set>:label``."""
+def set_scores(model: Path, sets: dict[str, tuple[list, PairSet]]) -> dict[str, np.ndarray]:
+    """Cosines of ``model`` on the pairs of each set (``sets``: name -> (records, every pair of them)): keys
+    ``<set>`` and ``<set>:label``."""
     from models.model_file import load_model
-    from recognition.matching import embed_images, protocol_pairs
+    from recognition.matching import embed_images
 
     net, arrays = load_model(model), {}
-    for name, records in sets.items():
+    for name, (records, pairs) in sets.items():
         e = embed_images(net, [r.image for r in records], [r.dpi for r in records])
         e /= np.linalg.norm(e, axis=1, keepdims=True)
-        pairs = protocol_pairs(records, "all")
         arrays[name] = np.einsum("ij,ij->i", e[pairs.a], e[pairs.b])
         arrays[f"{name}:label"] = pairs.label
     return arrays
 
 
-def run_scores(model: Path, toml: Path, sets: dict[str, list]) -> dict[str, np.ndarray]:
+def run_scores(model: Path, toml: Path, sets: dict[str, tuple[list, PairSet]]) -> dict[str, np.ndarray]:
     """:func:`set_scores` plus the cosines of the run's model on its held-out test pairs (:data:`HELD_OUT`, with
     ``:label``, ``:a`` and ``:b`` to check that members agree)."""
     s, client = plain_scores(model, toml)
@@ -139,12 +135,14 @@ def run_scores(model: Path, toml: Path, sets: dict[str, list]) -> dict[str, np.n
             **set_scores(model, sets)}
 
 
-def read_sets(folders: dict[str, tuple[Path, str]]) -> dict[str, list]:
-    """Records of each set (name -> (folder, layout)), through the quality gate ``evaluate`` applies."""
+def read_sets(folders: dict[str, tuple[Path, str]]) -> dict[str, tuple[list, PairSet]]:
+    """Records of each set (name -> (folder, layout)), through the quality gate ``evaluate`` applies, and every
+    pair of them (``--protocol all``): built once, shared by every member."""
     from data.datasets import load_dataset
-    from recognition.matching import quality_gate
+    from recognition.matching import protocol_pairs, quality_gate
 
-    return {name: quality_gate(load_dataset(layout, folder))[0] for name, (folder, layout) in folders.items()}
+    sets = {name: quality_gate(load_dataset(layout, folder))[0] for name, (folder, layout) in folders.items()}
+    return {name: (records, protocol_pairs(records, "all")) for name, records in sets.items()}
 
 
 def over_sets(rows: list[dict]) -> list[dict]:

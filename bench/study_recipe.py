@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from data.atomic_io import write_text  # noqa: E402
 from fedprint_config.arg_types import add_device_arg  # noqa: E402
-from lab.multi_seed import signed_interval  # noqa: E402
+from lab.multi_seed import ci95, signed_interval  # noqa: E402
 
 #: Transfer sets (never trained on by any variant) and their layouts.
 OTHER_SETS = {"fvc_300x300_b": "fvc", "fvc2002_db1_b": "fvc", "fvc2002_db3_b": "fvc", "pyfnprint_16x8": "generic"}
@@ -565,8 +565,6 @@ FULL_BASE = "fcj_rr192_e120"
 def render_splits(rows: dict[str, dict[int, dict]], runs: Path) -> str:
     """Full-budget variants run on several finger splits: mean FCJ held-out EER / FNMR with a 95 % interval, and
     each minus :data:`FULL_BASE` on the same splits."""
-    from lab.multi_seed import ci95
-
     rows = {n: per for n, per in rows.items() if len(per) >= 2}
     if not rows:
         return ""
