@@ -33,8 +33,13 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import doc_tail  # noqa: E402
 from bench.study_dense_match import MIN_IMPOSTORS_FMR1, score_transfer  # noqa: E402
 from bench.study_recipe import toml_value, train_timed  # noqa: E402
+from data.atomic_io import write_text  # noqa: E402
+
+#: This script as its docs' hand-written marker names it (:func:`bench.doc_tail.marker`).
+SCRIPT = "bench/study_synthetic_transfer.py"
 
 #: The shipped model's recipe; every variant starts from its text.
 BASE_TOML = ROOT / "experiments" / "pretrain_synthetic.toml"
@@ -344,6 +349,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"study_synthetic_transfer: error: --reference: expected one of the variants studied ({names}), got "
               f"{args.reference!r}", file=sys.stderr)
         return 2
+    out = Path(args.out)
+    try:
+        kept = doc_tail.hand_written(out, SCRIPT)  # checked before hours of training, not after
+    except ValueError as exc:
+        print(f"study_synthetic_transfer: error: {exc}", file=sys.stderr)
+        return 2
     runs.mkdir(parents=True, exist_ok=True)
     results, pairs, walls = {}, {}, {}
     for variant in names:
@@ -366,8 +377,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{folder.name}: " + "; ".join(f"{k} mean EER {_pct(v['mean'])} %" for k, v in
                                                 results[(variant, seed)].items()), flush=True)
     command = "python bench/study_synthetic_transfer.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    out = Path(args.out)
-    out.write_text(render(results, pairs, walls, command.strip(), args.reference))
+    write_text(out, doc_tail.with_tail(render(results, pairs, walls, command.strip(), args.reference), kept))
     print(f"written: {out}")
     return 0
 

@@ -7,8 +7,10 @@ import tomllib
 
 import pytest
 
+from bench import doc_tail
 from bench.study_synthetic_transfer import (
     BASE_TOML,
+    SCRIPT,
     VARIANTS,
     describe,
     main,
@@ -87,3 +89,31 @@ def test_an_unknown_reference_is_named(tmp_path, capsys):
 def test_bad_test_sizes_are_named(tmp_path, capsys):
     assert main(["--real-samples", str(tmp_path), "--test-sizes", "160,x", "--no-train"]) == 2
     assert "--test-sizes: expected comma-separated input sizes" in capsys.readouterr().err
+
+
+def test_a_doc_without_the_marker_is_refused_before_any_training(tmp_path, capsys):
+    out = tmp_path / "doc.md"
+    out.write_text("## Reading\n\ntext this script did not write\n")
+    code = main(["--real-samples", str(tmp_path), "--only", "gem", "--runs", str(tmp_path / "runs"),
+                 "--out", str(out)])
+    assert code == 2 and "exists without the line" in capsys.readouterr().err
+    assert out.read_text() == "## Reading\n\ntext this script did not write\n" and not (tmp_path / "runs").exists()
+
+
+def test_a_regeneration_keeps_the_reading(tmp_path):
+    """Nothing trained or scored (no run folders): the doc is rewritten above the marker, the Reading kept."""
+    out = tmp_path / "doc.md"
+    tail = doc_tail.marker(SCRIPT) + "\n\n## Reading\n\nprose\n"
+    out.write_text("an old table\n\n" + tail)
+    assert main(["--real-samples", str(tmp_path), "--no-train", "--only", "gem", "--runs", str(tmp_path / "runs"),
+                 "--out", str(out)]) == 0
+    text = out.read_text()
+    assert text.endswith("\n\n" + tail) and "an old table" not in text
+
+
+@pytest.mark.parametrize("doc", sorted((BASE_TOML.parents[1] / "docs").glob("synthetic_transfer*.md")),
+                         ids=lambda p: p.name)
+def test_every_doc_of_this_script_can_be_regenerated(doc):
+    """Each doc the script wrote carries its marker: a regeneration keeps the hand-written text instead of
+    refusing (or, before the marker, dropping it)."""
+    assert doc_tail.marker(SCRIPT) in doc.read_text()
