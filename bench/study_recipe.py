@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench import doc_tail  # noqa: E402
 from data.atomic_io import write_text  # noqa: E402
 from fedprint_config.arg_types import add_device_arg  # noqa: E402
 from lab.multi_seed import ci95, signed_interval  # noqa: E402
@@ -267,6 +268,13 @@ VARIANTS: dict[str, dict] = {
     **{f"fcj_r128_supcon_t005_gem_fl1_win{tag}_e40": _on_twins(
         f"a random capture window (50-90 % of each side kept) on {int(100 * p)} % of the training images", window=p)
        for tag, p in (("25", 0.25), ("50", 0.5))},
+    # Fine-tuning held near the synthetic start (118 fingers are few): L2-SP's pull toward the initial weights
+    # ([train] l2sp, Li et al. 2018) and the first conv blocks frozen ([train] freeze_blocks).
+    **{f"fcj_r128_supcon_t005_gem_fl1_sp{tag}_e40": _on_twins(
+        f"L2-SP: (μ/2)·‖w − w₀‖² toward the shipped model's weights, μ = {mu:g}", l2sp=mu)
+       for tag, mu in (("01", 0.1), ("1", 1.0))},
+    "fcj_r128_supcon_t005_gem_fl1_fz2_e40": _on_twins("the first 2 of the 5 conv blocks frozen at the shipped "
+                                                      "model's weights", freeze_blocks=2),
     "fcj_rr192_supcon_e120": {"what": "ridge pre-training + whole print + ridge fine-tuning, 120 epochs "
                                       "(fcj_rr192_e120) with the supervised contrastive loss",
                               "model": {"input_size": 192, "normalization": "ridge"}, "init": "pretrain_ridge",
@@ -619,22 +627,12 @@ def figure(results: dict[str, dict], path: Path) -> None:
 
 
 #: The line from which ``--out`` is hand-written: a regeneration rewrites only the text above it and keeps the rest.
-HAND_WRITTEN = ("<!-- Hand-written from here on: bench/study_recipe.py regenerates only the part above and keeps "
-                "this. -->")
+HAND_WRITTEN = doc_tail.marker("bench/study_recipe.py")
 
 
 def hand_written(out: Path) -> str:
-    """The hand-written tail of ``out`` (from :data:`HAND_WRITTEN` on; the marker alone when ``out`` does not
-    exist yet). ValueError naming the file when it exists without the marker: regenerating would drop text this
-    script did not write."""
-    if not out.is_file():
-        return HAND_WRITTEN + "\n"
-    text = out.read_text()
-    at = text.find(HAND_WRITTEN)
-    if at < 0:
-        raise ValueError(f"--out {out}: exists without the line {HAND_WRITTEN!r}; put it above the hand-written "
-                         "text to keep it, or remove the file")
-    return text[at:]
+    """:func:`bench.doc_tail.hand_written` of this script."""
+    return doc_tail.hand_written(out, "bench/study_recipe.py")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -702,7 +700,7 @@ def main(argv: list[str] | None = None) -> int:
               + "\nThese models scored with a second deep score, the dense match of their feature maps, alone and "
               "fused with the embedding: [dense_matching.md](dense_matching.md) (`bench/study_dense_match.py`).\n")
     generated = render(results, runs) + f"\n![EER per variant]({out.with_suffix('.png').name})\n\n" + screen
-    write_text(out, generated.rstrip("\n") + "\n\n" + kept)
+    write_text(out, doc_tail.with_tail(generated, kept))
     figure(results, out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")
     return 0

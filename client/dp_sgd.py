@@ -397,13 +397,13 @@ def make_dp_trainer(
     """
     _check_dp(noise_multiplier, max_grad_norm, delta, target_epsilon, accountant)
     extra = {k: getattr(cfg, k) for k in ("dense_weight", "minutiae_weight", "proxy_weight", "ema",
-                                          "flip_identities") if getattr(cfg, k) > 0}
+                                          "flip_identities", "l2sp", "freeze_blocks") if getattr(cfg, k) > 0}
     if cfg.loss != "contrastive":
         extra["loss"] = cfg.loss
     if extra:  # per-pair clipping is defined for Eq. 1 on a pair; the losses couple a batch, EMA is not built here
         raise ValueError(f"DP-SGD trains Eq. 1 on a fixed pair set only; [train] {extra} is not supported with "
                          "[dp] (set loss = \"contrastive\", dense_weight = 0, minutiae_weight = 0, proxy_weight = 0, "
-                         "ema = 0, flip_identities = 0)")
+                         "ema = 0, flip_identities = 0, l2sp = 0, freeze_blocks = 0)")
     fixed = dp_pair_set(pairs, images, cfg, impostor_rate)
     delta = default_delta(len(fixed)) if delta is None else float(delta)
     batches = math.ceil(len(fixed) / cfg.batch_size)  # q = 1 / batches, as Opacus's DPDataLoader

@@ -39,6 +39,7 @@ from models.device import autocast, current_device, grad_scaler, on_device
 from models.loss import batch_contrastive_loss, contrastive_loss
 from models.minutiae_map import MinutiaeHead, minutiae_map_loss
 from models.proxy_loss import class_mean_proxies, proxy_cosface_loss
+from models.siamese import leading_block_parameters
 from models.supcon import batch_supcon_loss
 
 
@@ -253,10 +254,32 @@ def train_siamese(
     dev = device or current_device()
     minutiae = _minutiae_task(encoder, images, used, cfg, dev, progress) if cfg.minutiae_weight > 0 else None
     proxies = _proxy_task(encoder, images, used, labels, cfg, dev) if cfg.proxy_weight > 0 else None
-    with on_device(encoder, dev):
-        return _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used if cfg.sampler == "pk" else None,
-                      labels if cfg.sampler == "pk" else None, per_epoch, dev, amp, progress, desc, regularizer,
-                      minutiae, proxies, groups)
+    frozen = [q for q in leading_block_parameters(encoder, cfg.freeze_blocks) if q.requires_grad]
+    try:
+        for q in frozen:  # no gradient, so Adam (and its weight decay) leaves them exactly as they are
+            q.requires_grad_(False)
+        with on_device(encoder, dev):
+            return _train(encoder, images, pairs, cfg, opt, aug, rng, gen, used if cfg.sampler == "pk" else None,
+                          labels if cfg.sampler == "pk" else None, per_epoch, dev, amp, progress, desc,
+                          _with_l2sp(encoder, regularizer, cfg.l2sp), minutiae, proxies, groups)
+    finally:
+        for q in frozen:
+            q.requires_grad_(True)
+
+
+def _with_l2sp(encoder: nn.Module, regularizer: Callable[[], torch.Tensor] | None,
+               mu: float) -> Callable[[], torch.Tensor] | None:
+    """``regularizer`` plus L2-SP's (μ/2)·Σ‖w − w₀‖² over the trained parameters (Li et al. 2018, Eq. 3), w₀
+    copied now: the weights this call starts from, on the device it trains on. ``mu`` 0: ``regularizer`` as is."""
+    if mu <= 0:
+        return regularizer
+    start = [(q, q.detach().clone()) for q in encoder.parameters() if q.requires_grad]
+
+    def term() -> torch.Tensor:
+        pull = 0.5 * mu * torch.stack([(q - w0).pow(2).sum() for q, w0 in start]).sum()
+        return pull if regularizer is None else pull + regularizer()
+
+    return term
 
 
 def _minutiae_task(encoder, images, used, cfg, dev, progress):

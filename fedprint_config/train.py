@@ -9,6 +9,8 @@ SCHEDULES = ("cosine", "constant")
 MINUTIAE_LAYERS = ("last", "middle")
 LOSSES = ("contrastive", "supcon")
 FLIP_IDENTITIES = (0, 1, 3)
+#: Conv blocks of the compact encoder that ``freeze_blocks`` may hold fixed (models.siamese.CompactEncoder has 5).
+FREEZABLE_BLOCKS = 5
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,15 @@ class TrainConfig:
         weights when the call ends (default 0: off). The average forgets with a horizon of about
         ``1 / (1 - ema)`` steps and starts at the first step's weights (Polyak & Juditsky 1992; torch's
         ``AveragedModel``). One call of the trainer is one federated round: the average does not cross rounds.
+    l2sp : float
+        Weight μ >= 0 of the L2-SP term (μ/2)·‖w − w₀‖² added to the loss, w₀ the weights the call starts from
+        (Li, Grandvalet & Davoine 2018, Eq. 3: fine-tuning pulled toward the pre-trained model instead of toward
+        zero; default 0: off). One call of the trainer is one federated round, so there w₀ is the round's global
+        model and the term is FedProx's (Li et al. 2020) with μ = ``l2sp``, on top of any ``proximal-mu``.
+        Refused with DP-SGD. The reported loss excludes it.
+    freeze_blocks : int
+        The first n of the compact encoder's 5 conv blocks (conv + GroupNorm) are not trained (default 0: all
+        trained); their pre-trained low-level ridge filters are kept as they are. Refused with DP-SGD.
     weight_decay : float
         Decoupled weight decay λ of Adam (AdamW: every step shrinks each weight by ``lr_t * λ`` apart from the
         gradient; Loshchilov & Hutter 2019; default 0: plain Adam, as before the option existed).
@@ -146,6 +157,8 @@ class TrainConfig:
     proxy_weight: float = 0.0
     proxy_margin: float = 0.2
     ema: float = 0.0
+    l2sp: float = 0.0
+    freeze_blocks: int = 0
     weight_decay: float = 0.0
     schedule: str = "cosine"
     balance: bool = True
@@ -181,6 +194,8 @@ class TrainConfig:
             "proxy_weight": self.proxy_weight >= 0 and (self.proxy_weight == 0 or self.sampler == "pk"),
             "proxy_margin": 0 <= self.proxy_margin < 1,
             "ema": 0 <= self.ema < 1,
+            "l2sp": self.l2sp >= 0,
+            "freeze_blocks": isinstance(self.freeze_blocks, int) and 0 <= self.freeze_blocks <= FREEZABLE_BLOCKS,
             "weight_decay": 0 <= self.weight_decay < 1,
             "batch_size": self.batch_size >= 1,
             "margin": self.margin > 0,
@@ -194,7 +209,8 @@ class TrainConfig:
                              f"contrastive only with sampler = \"pk\"), p and k >= 2, scale_jitter and "
                              f"translation in [0, 1), rotation in [0, 180], elastic in [0, 0.2), flip_identities in "
                              f"{FLIP_IDENTITIES} (not 0 only with sampler = \"pk\"), texture and window in [0, 1], "
-                             f"ema and weight_decay in [0, 1), supcon_margin in [0, 1) and > 0 only with loss = "
-                             f"\"supcon\", proxy_margin in [0, 1), dense_weight, minutiae_weight and proxy_weight "
-                             f"> 0 and domain_batches only with sampler = \"pk\", positive numbers elsewhere): "
+                             f"ema and weight_decay in [0, 1), l2sp >= 0, freeze_blocks in 0..{FREEZABLE_BLOCKS}, "
+                             f"supcon_margin in [0, 1) and > 0 only with loss = \"supcon\", proxy_margin in [0, 1), "
+                             f"dense_weight, minutiae_weight and proxy_weight > 0 and domain_batches only with "
+                             f"sampler = \"pk\", positive numbers elsewhere): "
                              f"{asdict(self)}")

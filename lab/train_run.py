@@ -245,6 +245,8 @@ def _report(cfg, mode, clients, rows, avg, history, seconds, dp, real) -> str:
         + (f", proxy loss weight {cfg.train.proxy_weight:g} (CosFace, margin {cfg.train.proxy_margin:g})"
            if cfg.train.proxy_weight > 0 else "")
         + (f", weights averaged (EMA decay {cfg.train.ema:g})" if cfg.train.ema > 0 else "")
+        + (f", L2-SP toward the initial weights (μ {cfg.train.l2sp:g})" if cfg.train.l2sp > 0 else "")
+        + (f", first {cfg.train.freeze_blocks} conv blocks frozen" if cfg.train.freeze_blocks else "")
         + f"; {fp}{dp_line}\n"
         "- evaluation on raw probes (what a deployed verifier sees)"
         + ("; `eer_fpdfsn_probes`: the same test pairs with FP-DFSN-processed probes\n" if cfg.fpdfsn.enabled

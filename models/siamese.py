@@ -265,6 +265,23 @@ def head_parameter_names(encoder: nn.Module) -> list[str]:
     return [n for n, p in encoder.named_parameters() if id(p) in head]
 
 
+def leading_block_parameters(encoder: nn.Module, n: int) -> list[nn.Parameter]:
+    """Parameters of the first ``n`` conv blocks of a :class:`CompactEncoder` (each block: its convolution and the
+    GroupNorm after it; the aligner, the pooling and the head are never among them), in module order.
+
+    Raises ValueError for another encoder (no ``features`` stack of conv blocks) or ``n`` outside 0..5.
+    """
+    if n == 0:
+        return []
+    features = getattr(encoder, "features", None)
+    if not isinstance(features, nn.Sequential):
+        raise ValueError(f"freeze_blocks: {type(encoder).__name__} has no stack of conv blocks (compact encoder only)")
+    starts = [i for i, m in enumerate(features) if isinstance(m, nn.Conv2d)] + [len(features)]
+    if not 0 <= n < len(starts):
+        raise ValueError(f"freeze_blocks: expected 0..{len(starts) - 1} (the encoder's conv blocks), got {n}")
+    return [p for m in list(features)[: starts[n]] for p in m.parameters()]
+
+
 def new_encoder(name: str, embedding_dim: int, seed: int, **kwargs) -> nn.Module:
     """A freshly initialised encoder (``kwargs`` as :func:`build_encoder`); the seed fixes its initial weights."""
     torch.manual_seed(seed)

@@ -239,3 +239,61 @@ def test_centralized_domain_batches_keep_the_twins_with_their_institution(monkey
     train_centralized([c1, c2], encoder="compact", embedding_dim=8, cfg=TrainConfig(epochs=1, p=4, k=2),
                       progress=False)
     assert seen[-1][1] is None  # off by default
+
+
+def test_l2sp_term_is_half_mu_times_the_squared_distance_to_the_start():
+    """[train] l2sp μ: the term added to the loss is (μ/2)·Σ‖w − w₀‖², w₀ the weights the call starts from (a
+    missing 1/2 or a distance to zero instead of to w₀ gives another number)."""
+    from client.trainer import _with_l2sp
+
+    net, _ = _ema_setup()
+    assert _with_l2sp(net, None, 0.0) is None
+    term = _with_l2sp(net, lambda: torch.tensor(1.5), 0.4)
+    assert float(term().detach()) == pytest.approx(1.5)  # at the start only the other regulariser counts
+    with torch.no_grad():
+        net.fc.weight[0, 0] += 3.0
+        net.fc.bias[1] -= 2.0
+    assert float(term().detach()) == pytest.approx(0.5 * 0.4 * (3.0 ** 2 + 2.0 ** 2) + 1.5, rel=1e-5)
+
+
+def test_l2sp_keeps_training_near_the_start_and_off_changes_nothing():
+    net, data = _ema_setup()
+    start = [p.detach().clone() for p in net.parameters()]
+    plain, h_plain = _train_copy(net, data, epochs=6)
+    off, h_off = _train_copy(net, data, epochs=6, l2sp=0.0)
+    pulled, h_pulled = _train_copy(net, data, epochs=6, l2sp=50.0)
+    assert [h["loss"] for h in h_plain] == [h["loss"] for h in h_off]
+
+    def moved(m):
+        return float(sum((p - s).pow(2).sum() for p, s in zip(m.parameters(), start, strict=True)))
+
+    assert moved(pulled) < 0.5 * moved(plain)
+    with pytest.raises(ValueError, match="l2sp"):
+        TrainConfig(l2sp=-0.1)
+
+
+def test_freeze_blocks_holds_the_leading_blocks_and_trains_the_rest():
+    from models.siamese import leading_block_parameters
+
+    net, data = _ema_setup()
+    lead = leading_block_parameters(net, 2)
+    assert len(lead) == 6  # two convolutions (no bias) and their GroupNorms' weight and bias
+    assert leading_block_parameters(net, 0) == []
+    trained, _ = _train_copy(net, data, freeze_blocks=2)
+    names = {id(p): n for n, p in net.named_parameters()}
+    frozen = {names[id(p)] for p in lead}
+    after, before = dict(trained.named_parameters()), dict(net.named_parameters())
+    assert all(torch.equal(after[n], before[n]) for n in frozen)
+    assert any(not torch.equal(after[n], before[n]) for n in after if n not in frozen)
+    assert all(p.requires_grad for p in trained.parameters())  # released when the call ends
+    with pytest.raises(ValueError, match="freeze_blocks"):
+        leading_block_parameters(net, 6)
+    with pytest.raises(ValueError, match="freeze_blocks"):
+        TrainConfig(freeze_blocks=6)
+
+
+def test_freeze_blocks_names_an_encoder_without_conv_blocks():
+    from models.siamese import leading_block_parameters
+
+    with pytest.raises(ValueError, match="freeze_blocks: Linear has no stack"):
+        leading_block_parameters(torch.nn.Linear(2, 2), 1)
