@@ -267,7 +267,8 @@ def test_group_privacy_bound_and_finger_accounting(client):
 
 
 @pytest.mark.parametrize("setting", [{"ema": 0.9}, {"loss": "supcon"}, {"dense_weight": 1.0},
-                                     {"flip_identities": 1}, {"proxy_weight": 1.0}])
+                                     {"flip_identities": 1}, {"proxy_weight": 1.0}, {"l2sp": 0.1},
+                                     {"freeze_blocks": 1}])
 def test_settings_dp_sgd_does_not_implement_are_refused_by_name(client, setting):
     cfg = TrainConfig(epochs=1, batch_size=8, seed=0, **setting)
     with pytest.raises(ValueError, match=f"{next(iter(setting))}.*not supported with"):
