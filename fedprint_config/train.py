@@ -195,7 +195,7 @@ class TrainConfig:
             "proxy_margin": 0 <= self.proxy_margin < 1,
             "ema": 0 <= self.ema < 1,
             "l2sp": self.l2sp >= 0,
-            "freeze_blocks": isinstance(self.freeze_blocks, int) and 0 <= self.freeze_blocks <= FREEZABLE_BLOCKS,
+            "freeze_blocks": type(self.freeze_blocks) is int and 0 <= self.freeze_blocks <= FREEZABLE_BLOCKS,
             "weight_decay": 0 <= self.weight_decay < 1,
             "batch_size": self.batch_size >= 1,
             "margin": self.margin > 0,

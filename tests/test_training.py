@@ -288,8 +288,9 @@ def test_freeze_blocks_holds_the_leading_blocks_and_trains_the_rest():
     assert all(p.requires_grad for p in trained.parameters())  # released when the call ends
     with pytest.raises(ValueError, match="freeze_blocks"):
         leading_block_parameters(net, 6)
-    with pytest.raises(ValueError, match="freeze_blocks"):
-        TrainConfig(freeze_blocks=6)
+    for bad in (6, -1, True, 1.0):  # a TOML true or 1.0 is no block count
+        with pytest.raises(ValueError, match="freeze_blocks"):
+            TrainConfig(freeze_blocks=bad)
 
 
 def test_freeze_blocks_names_an_encoder_without_conv_blocks():
