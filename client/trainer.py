@@ -232,6 +232,8 @@ def train_siamese(
         # The targets mark minutiae on the input; the map the head predicts is of the aligned input.
         raise ValueError(f"[train] minutiae_weight = {cfg.minutiae_weight}: the minutiae targets are drawn in the "
                          "input's frame and [model] align = true moves the print before the encoder (set one off)")
+    # Looked up with the checks above: an encoder without conv blocks is refused before any target is computed.
+    frozen = [q for q in leading_block_parameters(encoder, cfg.freeze_blocks) if q.requires_grad]
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(int(cfg.seed))
     opt = optimizer or adam(encoder.parameters(), cfg)
@@ -254,7 +256,6 @@ def train_siamese(
     dev = device or current_device()
     minutiae = _minutiae_task(encoder, images, used, cfg, dev, progress) if cfg.minutiae_weight > 0 else None
     proxies = _proxy_task(encoder, images, used, labels, cfg, dev) if cfg.proxy_weight > 0 else None
-    frozen = [q for q in leading_block_parameters(encoder, cfg.freeze_blocks) if q.requires_grad]
     try:
         for q in frozen:  # no gradient, so Adam (and its weight decay) leaves them exactly as they are
             q.requires_grad_(False)

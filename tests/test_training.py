@@ -261,7 +261,7 @@ def test_l2sp_keeps_training_near_the_start_and_off_changes_nothing():
     start = [p.detach().clone() for p in net.parameters()]
     plain, h_plain = _train_copy(net, data, epochs=6)
     off, h_off = _train_copy(net, data, epochs=6, l2sp=0.0)
-    pulled, h_pulled = _train_copy(net, data, epochs=6, l2sp=50.0)
+    pulled, _ = _train_copy(net, data, epochs=6, l2sp=50.0)
     assert [h["loss"] for h in h_plain] == [h["loss"] for h in h_off]
 
     def moved(m):
