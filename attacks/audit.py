@@ -11,15 +11,16 @@ What an audit does
    directory's listing. At the end the hashes are recomputed and must be identical (else the audit fails).
 3. Works part by part — membership inference on the run's models, each condition of the controlled comparison,
    each inversion condition — and saves every part (its results, figures and the regenerated ``audit.md``)
-   atomically as soon as it finishes (:class:`attacks.audit_store.AuditStore`). Stopping an audit loses only the
+   atomically as soon as it finishes (:class:`fedprint.attacks.audit_store.AuditStore`). Stopping an audit loses only
+   the
    part in progress; the same command with the same ``--out`` resumes and skips the finished parts.
-4. **Membership inference** (:mod:`attacks.membership_study`, unit = finger identity): the shadow-free attacks
+4. **Membership inference** (:mod:`fedprint.attacks.membership_study`, unit = finger identity): the shadow-free attacks
    against the run's own checkpoint(s), and a controlled comparison (Yan et al. 2025 Table 6 shape) that the
    audit trains itself on the SAME clients, splits and seeds — no defence, FP-DFSN at β = 0.5, DP-SGD at ε ≈ 8
    and ε ≈ 1 — each target trained once and attacked by every attack, LiRA shadows shared by its online /
    offline variants.
 5. **Gradient inversion / imprint** (Yan et al. 2025 Table 5 shape) through
-   :func:`attacks.inversion_audit.run_inversion_audit`, against the run's first checkpoint on its first
+   :func:`fedprint.attacks.inversion_audit.run_inversion_audit`, against the run's first checkpoint on its first
    client's data, without FP-DFSN and with FP-DFSN at β = 0.5.
 
 Before it starts, the audit prints its expected duration (:func:`estimate_seconds`, from the run's size and a
@@ -40,9 +41,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attacks import membership as mia
-from attacks import membership_study as ms
-from attacks.audit_report import (
+from fedprint.attacks import membership as mia
+from fedprint.attacks import membership_study as ms
+from fedprint.attacks.audit_report import (
     MIA_DEFINITIONS,
     client_dp_section,
     comparison_section,
@@ -53,15 +54,15 @@ from attacks.audit_report import (
     summary_section,
     timing_section,
 )
-from attacks.audit_store import AuditStore
-from attacks.run_loading import RunInfo, hash_tree, load_run
-from attacks.shadow_population import NATURAL_PATTERNS, synthetic_population
-from client.experiment_data import client_data, fpdfsn_params
-from client.local_data import apply_fpdfsn
-from data.atomic_io import write_csv, write_json, write_text
-from fedprint_config.rundir import new_run_dir, report_provenance
-from models.preprocess import InputSpec, prepare
-from models.siamese import new_encoder
+from fedprint.attacks.audit_store import AuditStore
+from fedprint.attacks.run_loading import RunInfo, hash_tree, load_run
+from fedprint.attacks.shadow_population import NATURAL_PATTERNS, synthetic_population
+from fedprint.config.rundir import new_run_dir, report_provenance
+from fedprint.data.atomic_io import write_csv, write_json, write_text
+from fedprint.models.preprocess import InputSpec, prepare
+from fedprint.models.siamese import new_encoder
+from fedprint.training.experiment_data import client_data, fpdfsn_params
+from fedprint.training.local_data import apply_fpdfsn
 
 __all__ = ["AUDIT_ATTACKS", "AuditSettings", "QUICK", "NATURAL_PATTERNS", "RunInfo", "estimate_seconds",
            "hash_tree", "load_run", "mia", "run_audit", "synthetic_population"]
@@ -91,7 +92,8 @@ class AuditSettings:
     fpdfsn_beta : float
         β of the FP-DFSN condition (default 0.5, Yan et al. 2025's value).
     dp_epsilons : tuple of float
-        Target ε of the DP-SGD conditions (δ = Opacus default of client.dp_sgd: largest power of ten < 1/pairs);
+        Target ε of the DP-SGD conditions (δ = Opacus default of fedprint.training.dp_sgd: largest power of ten <
+        1/pairs);
         empty = no DP-SGD condition.
     max_pairs_per_epoch : int or None
         Cap on training pairs per epoch of the audit's own models (the smaller of this and the run's cap);
@@ -165,13 +167,14 @@ def check_attacks_apply(run_dir: Path, attacks: Sequence[str]) -> None:
 
 
 def _client_dp_part(info: RunInfo) -> dict:
-    """Replace-one canary audit (:func:`attacks.one_run_audit.audit_client_dp_release`) of every client-level DP
+    """Replace-one canary audit (:func:`fedprint.attacks.one_run_audit.audit_client_dp_release`) of every client-level
+    DP
     method of a simulate run: the real DP-AFFR aggregator with the run's own z, C and the cohort weights of its
     most concentrated release (``checkpoint/dp_releases.json``; older runs: the weights in ``rounds.json``); the
     claimed ε it is compared with is that of one release."""
-    from attacks.one_run_audit import audit_client_dp_release
-    from privacy.client_dp import client_epsilon
-    from server.checkpoint import load_releases
+    from fedprint.attacks.one_run_audit import audit_client_dp_release
+    from fedprint.privacy.client_dp import client_epsilon
+    from fedprint.server.checkpoint import load_releases
 
     rows = []
     for final_path in _client_dp_finals(info.run_dir):
@@ -247,10 +250,10 @@ def _inversion_part(info: RunInfo, out: Path, attacks: Sequence[str], records, b
                     progress: bool) -> dict:
     """Yan et al. 2025 Table 5, one condition: gradient inversion / imprint against the run's first checkpoint,
     on its first client's data at FP-DFSN β (0 = raw)."""
-    if importlib.util.find_spec("attacks.inversion_audit") is None:
+    if importlib.util.find_spec("fedprint.attacks.inversion_audit") is None:
         raise ValueError("--attacks imprint/inversion: attacks.inversion_audit is not available")
-    from attacks import inversion_audit as inv
-    from data.sources import make_partitions
+    from fedprint.attacks import inversion_audit as inv
+    from fedprint.data.sources import make_partitions
 
     name, (net, used) = next(iter(info.models.items()))
     cfg = info.cfg
@@ -263,7 +266,7 @@ def _inversion_part(info: RunInfo, out: Path, attacks: Sequence[str], records, b
     client = client_data(cfg, [records[i] for i in part.indices], name=part.name, beta=beta,
                          client_id=part.client_id, cache=True, progress=progress)
     # The network sees S x S crops of the print (models.preprocess.prepare); FP-DFSN ran on those crops, for the
-    # training split only (client.local_data.build_client_data). Compare reconstructions with exactly those.
+    # training split only (fedprint.training.local_data.build_client_data). Compare reconstructions with exactly those.
     spec = cfg.model.input_spec()
     crops = [prepare(r.image, spec, r.dpi) for r in client.records]
     trained = None
@@ -378,7 +381,7 @@ def run_audit(run_dir: str | Path, *, attacks: Sequence[str] = ("mia",), out: st
     info = load_run(run_dir)
     check_attacks_apply(run_dir, attacks)
     if {"imprint", "inversion"} & set(attacks):  # before any work or audit folder
-        from attacks.recon_metrics import check_invertible
+        from fedprint.attacks.recon_metrics import check_invertible
 
         check_invertible(info.cfg.model.normalization)
     before = hash_tree(run_dir)
@@ -393,7 +396,7 @@ def run_audit(run_dir: str | Path, *, attacks: Sequence[str] = ("mia",), out: st
         out_dir = new_run_dir(run_dir.parent, f"{run_dir.name}-audit")
     store = AuditStore(out_dir, _identity(run_dir, before, attacks, settings, quick))
     plan = _plan(attacks, settings)
-    from data.sources import load_records
+    from fedprint.data.sources import load_records
 
     records = load_records(info.cfg.data.sources, progress=progress)
     estimate = estimate_seconds(info, settings, attacks, len(records), quick)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from fedprint_config.rundir import markdown_table
+from fedprint.config.rundir import markdown_table
 
 
 def fmt(v: Any) -> Any:
@@ -149,7 +149,7 @@ def comparison_section(setup: dict, rows: list[dict], planned: list[str], dp_not
                   markdown_table([{k: fmt(r[k]) for k in ("condition", "target_epsilon", "epsilon", "delta",
                                                           "noise_multiplier", "test_eer", "seconds")}
                                   for r in rows]),
-                  "DP-SGD: record = pair (client.dp_sgd); a finger spans many pairs, so its own guarantee is "
+                  "DP-SGD: record = pair (training.dp_sgd); a finger spans many pairs, so its own guarantee is "
                   f"only group privacy. ε from Opacus's RDP accountant at δ. {dp_note}\n",
                   "### All metrics\n",
                   markdown_table([{k: fmt(v) for k, v in r.items()} for r in mia_rows(rows, "condition")]),

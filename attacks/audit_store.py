@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from data.atomic_io import write_json
+from fedprint.data.atomic_io import write_json
 
 STATE = "audit_state.json"
 FORMAT = "fedprint-audit-state/1"

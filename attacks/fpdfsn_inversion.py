@@ -1,12 +1,12 @@
 """The β-aware attacker: undo FP-DFSN's affine step on a reconstruction (Yan et al. 2025 Eq. 10).
 
-FP-DFSN releases I_diff = (1 − β)·I − β·noise·mask (see :mod:`privacy.fpdfsn`). An attacker who knows β (a
+FP-DFSN releases I_diff = (1 − β)·I − β·noise·mask (see :mod:`fedprint.privacy.fpdfsn`). An attacker who knows β (a
 published hyper-parameter) and holds a gray-level reconstruction of I_diff computes Î = I_diff / (1 − β): exact
 outside the minutia disks (up to the uint8 rounding, ≤ 0.5/(1 − β) gray levels, and clipping at 0), and
 I − β/(1 − β)·noise inside them. :func:`inpaint_noise_disks` goes one step further: it re-finds the minutiae on Î
 with the defender's own extractor, rebuilds the disks and fills them from their surroundings.
 
-What the network input keeps of this depends on the client's normalisation (:mod:`models.preprocess`):
+What the network input keeps of this depends on the client's normalisation (:mod:`fedprint.models.preprocess`):
 
 * ``unit_range`` keeps gray levels, so a recovered input maps back to I_diff exactly and the β-aware division
   is what turns it into I (:func:`invert_network_input`);
@@ -22,8 +22,8 @@ import cv2
 import numpy as np
 import torch
 
-from attacks.recon_metrics import check_invertible
-from privacy.fpdfsn import FPDFSNParams, invert_fpdfsn, neighbourhood_mask, sharpen, to_uint8
+from fedprint.attacks.recon_metrics import check_invertible
+from fedprint.privacy.fpdfsn import FPDFSNParams, invert_fpdfsn, neighbourhood_mask, sharpen, to_uint8
 
 
 def beta_aware_inversion(recon_gray: np.ndarray, beta: float, *, clip: bool = True) -> np.ndarray:
@@ -48,9 +48,9 @@ def invert_network_input(x: torch.Tensor | np.ndarray, beta: float, normalizatio
 
     ``unit_range``: g = (x + 1)·127.5 is I_diff, Î = g / (1 − β). ``standardize``: the input carries no gain,
     so Î is the z-normalised x mapped onto ``reference_gray``'s mean and std (the evaluator's oracle affine of
-    :mod:`attacks.recon_metrics`) - the division by (1 − β) is a no-op after standardisation.
+    :mod:`fedprint.attacks.recon_metrics`) - the division by (1 − β) is a no-op after standardisation.
     """
-    from attacks.recon_metrics import network_to_gray, znorm
+    from fedprint.attacks.recon_metrics import network_to_gray, znorm
 
     check_invertible(normalization)
     if normalization == "unit_range":
@@ -66,7 +66,7 @@ def invert_network_input(x: torch.Tensor | np.ndarray, beta: float, normalizatio
 def estimated_noise_mask(inverted_gray: np.ndarray, params: FPDFSNParams, *, extractor=None) -> np.ndarray:
     """The attacker's estimate of FP-DFSN's noise mask: the defender's pipeline (sharpen, crossing-number
     minutiae, disks of ``params.radius``) run on the β-inverted reconstruction."""
-    from data.minutiae import extract_minutiae
+    from fedprint.data.minutiae import extract_minutiae
 
     extractor = extract_minutiae if extractor is None else extractor
     img = to_uint8(np.asarray(inverted_gray, dtype=np.float64))

@@ -11,9 +11,9 @@ matches the observed one.
   (the best final loss wins).
 
 Dummy parametrisation: the attacker optimises *gray images* u in [0, 1] (u = g / 255) and pushes them through
-the client's own normalisation (:mod:`models.preprocess`: per-image standardisation, or x = 2u - 1), so the box
+the client's own normalisation (:mod:`fedprint.models.preprocess`: per-image standardisation, or x = 2u - 1), so the box
 constraint is the physical one and the invariance of standardisation to gain/offset is built in. Results are
-network inputs x; :mod:`attacks.recon_metrics` maps them to gray levels.
+network inputs x; :mod:`fedprint.attacks.recon_metrics` maps them to gray levels.
 
 Labels: the attacker knows the pairs' labels (``labels=...``) or estimates them by trying every labelling of the
 B pairs (2^B runs, B <= 3) and keeping the one whose gradients match best. An impostor pair already beyond the
@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from attacks.recon_metrics import check_invertible
-from models.loss import contrastive_loss
+from fedprint.attacks.recon_metrics import check_invertible
+from fedprint.models.loss import contrastive_loss
 
 _STD_FLOOR = 1e-6
 

@@ -4,17 +4,17 @@ without FP-DFSN), computed against the RAW image and against the image the clien
 :func:`run_inversion_audit` attacks updates the client would send from its *training* pairs:
 
 * ``"imprint"`` - malicious server, one gradient step (FedSGD) of the tampered model, for every
-  (batch size, bins) combination (:mod:`attacks.imprint`);
+  (batch size, bins) combination (:mod:`fedprint.attacks.imprint`);
 * ``"imprint_fedavg"`` - the same block, but the server sees a FedAvg update of several local steps
   (parameter difference / lr), with SGD and with Adam;
 * ``"dlg"`` and ``"ig"`` (``"inversion"`` = both) - optimisation attacks by an honest-but-curious server on the
-  untampered encoder (:mod:`attacks.inversion`), for batch sizes up to ``max_optimisation_pairs``.
+  untampered encoder (:mod:`fedprint.attacks.inversion`), for batch sizes up to ``max_optimisation_pairs``.
 
 Each true training image of an attacked batch is paired with its best reconstruction (smallest MSE on the
 network-input scale - the evaluator's choice, standard in the literature) and scored with
-:func:`attacks.recon_metrics.compare` on both scales. With FP-DFSN, rows against the raw image are
+:func:`fedprint.attacks.recon_metrics.compare` on both scales. With FP-DFSN, rows against the raw image are
 given for the naive attacker, the β-aware attacker and the β-aware attacker who also inpaints the re-estimated
-noise disks (:mod:`attacks.fpdfsn_inversion`). ``verify_rate`` is the fraction of reconstructions that
+noise disks (:mod:`fedprint.attacks.fpdfsn_inversion`). ``verify_rate`` is the fraction of reconstructions that
 the trained verifier accepts against at least one other impression of the same finger, at the validation
 threshold.
 
@@ -32,17 +32,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from attacks import fpdfsn_inversion as fi
-from attacks import imprint as im
-from attacks import recon_metrics as rm
-from attacks.inversion import (
+from fedprint.attacks import fpdfsn_inversion as fi
+from fedprint.attacks import imprint as im
+from fedprint.attacks import recon_metrics as rm
+from fedprint.attacks.inversion import (
     dlg_attack,
     inverting_gradients_attack,
     normalise_like_client,
     pair_gradients,
 )
-from models.loss import contrastive_loss
-from models.preprocess import InputSpec
+from fedprint.models.loss import contrastive_loss
+from fedprint.models.preprocess import InputSpec
 
 ATTACKS = ("imprint", "imprint_fedavg", "dlg", "ig")
 #: Columns of the compact Table-5 view returned as ``table``.
@@ -180,11 +180,11 @@ def run_inversion_audit(
     ----------
     encoder : nn.Module
         The trained verifier's encoder (attacked as the global model, and used to verify reconstructions).
-    client_data : client.local_data.ClientData
+    client_data : fedprint.training.local_data.ClientData
         The client's data; its ``images`` are the inputs it trained on.
     raw_images : sequence of uint8 ndarray, optional
         Pre-FP-DFSN images aligned with ``client_data.records`` (default: the records' own images, which
-        :func:`client.local_data.build_client_data` leaves raw).
+        :func:`fedprint.training.local_data.build_client_data` leaves raw).
     attacks : sequence of str
         Some of ``"imprint"``, ``"imprint_fedavg"``, ``"dlg"``, ``"ig"``, ``"inversion"`` (= dlg + ig).
     batch_sizes : sequence of int
@@ -202,14 +202,14 @@ def run_inversion_audit(
         The client's FP-DFSN parameters (β must equal ``client_data.beta``); also enables the inpainting
         attacker.
     fpdfsn_seed : int, optional
-        The ``seed`` given to :func:`client.local_data.build_client_data` (seeds the FP-DFSN noise); needed
+        The ``seed`` given to :func:`fedprint.training.local_data.build_client_data` (seeds the FP-DFSN noise); needed
         with ``fpdfsn_params`` when ``trained_images`` is absent. Recomputed images are checked against
         ``client_data.images``.
     threshold : float, optional
         Verification threshold; default: chosen on ``client_data.val_pairs`` (accuracy criterion).
     public_inputs : Tensor (n, 1, S, S), optional
         Public network inputs the malicious server uses to place imprint thresholds (default: N(0, 1)
-        quantiles, see :class:`attacks.imprint.ImprintBlock`).
+        quantiles, see :class:`fedprint.attacks.imprint.ImprintBlock`).
     margin : float
         Contrastive margin of the client's loss.
     fedavg_steps, fedavg_lr : local steps per FedAvg update and learning rate (``"imprint_fedavg"``).
@@ -234,9 +234,9 @@ def run_inversion_audit(
         ``table`` (the rows reduced to the Table 5 columns), ``grids`` (PNG paths, empty without
         ``grid_dir``), ``threshold``, ``classical_matcher`` (status string), ``notes``.
     """
-    from client.local_data import apply_fpdfsn
-    from client.trainer import pair_distances
-    from models.metrics import choose_threshold
+    from fedprint.models.metrics import choose_threshold
+    from fedprint.training.local_data import apply_fpdfsn
+    from fedprint.training.trainer import pair_distances
 
     names = _attack_list(attacks)
     if any(int(b) < 1 for b in batch_sizes) or any(int(k) < 2 for k in bins):
@@ -257,7 +257,7 @@ def run_inversion_audit(
         trained_images, _ = apply_fpdfsn(raw_images, fpdfsn_params, seed=int(fpdfsn_seed), cache_dir=None,
                                          progress=False)
     if trained_images is not None:
-        from models.preprocess import to_tensor_batch
+        from fedprint.models.preprocess import to_tensor_batch
 
         if len(trained_images) != len(records) or not torch.allclose(
                 to_tensor_batch(list(trained_images), spec), client_data.images, atol=1e-4):
@@ -381,7 +381,7 @@ def run_inversion_audit(
 
 def local_steps(model: nn.Module, images: torch.Tensor, a_steps, b_steps, y_steps, optimizer: str, lr: float,
                 margin: float) -> nn.Module:
-    """A copy of ``model`` after one local step per (a, b, y) batch, as :func:`client.trainer.train_siamese`
+    """A copy of ``model`` after one local step per (a, b, y) batch, as :func:`fedprint.training.trainer.train_siamese`
     steps (contrastive loss on both branches), with plain SGD or Adam at learning rate ``lr``."""
     if optimizer not in ("sgd", "adam"):
         raise ValueError(f"optimizer: expected 'sgd' or 'adam', got {optimizer!r}")

@@ -46,8 +46,8 @@ import torch
 from scipy.stats import norm
 from torch import nn
 
-from client.trainer import embed
-from models.metrics import roc_auc, roc_curve
+from fedprint.models.metrics import roc_auc, roc_curve
+from fedprint.training.trainer import embed
 
 #: Attack names, in report order.
 ATTACKS = ("yeom_distance", "yeom_loss", "compactness", "lira_online", "lira_offline")

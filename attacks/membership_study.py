@@ -18,19 +18,19 @@ import numpy as np
 import torch
 from torch import nn
 
-from attacks import membership as mia
-from attacks.run_loading import RunInfo
-from attacks.shadow_population import synthetic_population
-from client.evaluation import evaluate_on_pairs
-from client.experiment_data import build_clients, fpdfsn_params, union
-from client.local_data import ClientData, apply_fpdfsn
-from client.trainer import train_siamese
-from data.pairs import PairSet, make_pairs
-from data.record import FingerprintRecord
-from fedprint_config import ExperimentConfig, TrainConfig
-from fedprint_config.experiment import ModelSection
-from models.preprocess import normalize, prepare
-from privacy.fpdfsn import FPDFSNParams
+from fedprint.attacks import membership as mia
+from fedprint.attacks.run_loading import RunInfo
+from fedprint.attacks.shadow_population import synthetic_population
+from fedprint.config import ExperimentConfig, TrainConfig
+from fedprint.config.experiment import ModelSection
+from fedprint.data.pairs import PairSet, make_pairs
+from fedprint.data.record import FingerprintRecord
+from fedprint.models.preprocess import normalize, prepare
+from fedprint.privacy.fpdfsn import FPDFSNParams
+from fedprint.training.evaluation import evaluate_on_pairs
+from fedprint.training.experiment_data import build_clients, fpdfsn_params, union
+from fedprint.training.local_data import ClientData, apply_fpdfsn
+from fedprint.training.trainer import train_siamese
 
 #: What audit.md says instead of Opacus's per-model "Secure RNG turned off" warning.
 DP_RNG_NOTE = ("DP-SGD noise of the comparison models: Opacus without `secure_mode` (torchcsprng is not "
@@ -47,7 +47,7 @@ def train_model(images: torch.Tensor, pairs: PairSet, *, model: ModelSection, cf
     if dp_epsilon is None:
         train_siamese(net, images, pairs, cfg, progress=progress, desc=desc)
         return net.eval(), None
-    from client.dp_sgd import train_siamese_dp
+    from fedprint.training.dp_sgd import train_siamese_dp
 
     with warnings.catch_warnings():  # stated once in audit.md instead of once per model (see DP_RNG_NOTE)
         warnings.filterwarnings("ignore", message=".*Secure RNG turned off.*")
@@ -91,7 +91,7 @@ def _shadow_stats(cand: Candidates, query: torch.Tensor, populations: list[list[
     """LiRA statistic of every candidate on every shadow model, shape (K, n_candidates).
 
     Each shadow sees its data exactly as the target saw its own: the network-input crop of every record
-    (:func:`models.preprocess.prepare`), FP-DFSN on those crops when the condition uses it, then normalisation.
+    (:func:`fedprint.models.preprocess.prepare`), FP-DFSN on those crops when the condition uses it, then normalisation.
     """
     spec = model.input_spec()
     rows = []

@@ -1,5 +1,5 @@
 """Empirical lower bounds on ε from one run with canaries (Steinke, Nasr & Jagielski 2023), and a canary audit of
-the client-level DP aggregation (:mod:`privacy.client_dp`).
+the client-level DP aggregation (:mod:`fedprint.privacy.client_dp`).
 
 One-run bound. m canaries are each included independently with probability ½; the auditor guesses r of them
 (in / out, abstaining on the rest) and gets v right. Under (ε, δ)-DP,
@@ -15,7 +15,7 @@ Canary audit of the aggregator (:func:`audit_client_dp_release`). The relation o
 replace-one, so a canary is a client whose update is +C·u or −C·u (a fair coin; u a random unit direction): the
 two neighbours differ by 2C·u, the full sensitivity the noise must cover (a canary that is C·u or 0 would only
 test half of it, and a mechanism calibrated for add/remove — half the noise — would pass). Each trial runs the
-real :class:`server.dp_affr.DPAFFR` aggregation once with a round's own cohort weights, the canary in the
+real :class:`fedprint.server.dp_affr.DPAFFR` aggregation once with a round's own cohort weights, the canary in the
 heaviest client's place and the other members' updates zero (known to the auditor); the score is
 <release − θ_g, u>. With the run's σ = z·2C·max α the trials are a Gaussian mechanism with multiplier z, whose
 ε_lb must stay at or below the claimed ε of one release; with half the noise it must not (tests/privacy/
@@ -118,7 +118,8 @@ def audit_client_dp_release(*, noise_multiplier: float, clip: float, weights: Ma
                             claimed_epsilon: float, rng: np.random.Generator, trials: int = 20_000,
                             guesses: int = 500, delta: float = 0.0, confidence: float = 0.95, dim: int = 8,
                             aggregator: Any = None) -> dict:
-    """Replace-one canary audit of the real client-DP aggregator (:class:`server.dp_affr.DPAFFR`) with a round's
+    """Replace-one canary audit of the real client-DP aggregator (:class:`fedprint.server.dp_affr.DPAFFR`) with a
+    round's
     own cohort weights (module docstring, *canary audit of the aggregator*).
 
     Parameters
@@ -137,7 +138,7 @@ def audit_client_dp_release(*, noise_multiplier: float, clip: float, weights: Ma
         Size of the audited model (one float array; the noise is i.i.d. per coordinate, so a small model is the
         same mechanism).
     aggregator : DPAFFR, optional
-        The aggregator to audit (default: a :class:`server.dp_affr.DPAFFR` with the run's z and C).
+        The aggregator to audit (default: a :class:`fedprint.server.dp_affr.DPAFFR` with the run's z and C).
 
     Returns
     -------
@@ -146,7 +147,7 @@ def audit_client_dp_release(*, noise_multiplier: float, clip: float, weights: Ma
     """
     from flwr.app import Array, ArrayRecord
 
-    from server.dp_affr import DPAFFR
+    from fedprint.server.dp_affr import DPAFFR
 
     if aggregator is None:
         aggregator = DPAFFR(num_rounds=1, step=0.0, noise_multiplier=noise_multiplier, gap_noise_multiplier=None,

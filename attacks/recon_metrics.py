@@ -2,7 +2,7 @@
 
 Scales (be explicit: the network never sees gray levels)
 --------------------------------------------------------
-An attacker on a client's update recovers *network inputs* ``x`` (:mod:`models.preprocess`), not gray images:
+An attacker on a client's update recovers *network inputs* ``x`` (:mod:`fedprint.models.preprocess`), not gray images:
 
 * ``normalization="unit_range"``: ``x = g / 127.5 - 1`` is invertible, ``g = (x + 1) * 127.5`` exactly.
 * ``normalization="standardize"`` (FedPrint's default): ``x = (g - mean(g)) / std(g)`` per image. The mean and
@@ -32,9 +32,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from models.preprocess import NORMALIZATIONS, InputSpec, to_tensor_batch
-from privacy import similarity
-from privacy.similarity import LPIPSUnavailable, lpips_distance
+from fedprint.models.preprocess import NORMALIZATIONS, InputSpec, to_tensor_batch
+from fedprint.privacy import similarity
+from fedprint.privacy.similarity import LPIPSUnavailable, lpips_distance
 
 #: Gray-level error below which a reconstruction rounds to the identical uint8 image.
 EXACT_TOL_GRAY = 0.5
@@ -80,7 +80,8 @@ def mse(a, b) -> float:
 
 
 def psnr(a, b, data_range: float | None = None) -> float:
-    """PSNR in dB (:func:`privacy.similarity.psnr`) with an explicit ``data_range``; ``inf`` for identical images.
+    """PSNR in dB (:func:`fedprint.privacy.similarity.psnr`) with an explicit ``data_range``; ``inf`` for identical
+    images.
 
     ``data_range``: 255 for gray levels, 1 for [0, 1] images. Inferred only for uint8 ``a`` (255); required
     otherwise (never guessed from the values).
@@ -91,7 +92,7 @@ def psnr(a, b, data_range: float | None = None) -> float:
 
 
 def ssim(a, b, data_range: float | None = None) -> float:
-    """SSIM (:func:`privacy.similarity.ssim`) with an explicit ``data_range`` (see :func:`psnr`)."""
+    """SSIM (:func:`fedprint.privacy.similarity.ssim`) with an explicit ``data_range`` (see :func:`psnr`)."""
     r = _data_range(a, data_range)
     a, b = _pair(a, b)
     return similarity.ssim(a, b, data_range=r)
@@ -100,7 +101,7 @@ def ssim(a, b, data_range: float | None = None) -> float:
 def lpips_or_unavailable(a, b) -> tuple[float | None, str | None]:
     """LPIPS (AlexNet, gray images on the 0-255 scale) or ``(None, reason)`` when its weights are absent.
 
-    Never substitutes random weights (see :mod:`privacy.similarity`).
+    Never substitutes random weights (see :mod:`fedprint.privacy.similarity`).
     """
     a, b = _pair(a, b)
     try:
@@ -140,7 +141,7 @@ def network_to_gray(x, normalization: str, reference=None) -> np.ndarray:
     x : array_like or Tensor, shape (S, S) (or with singleton axes)
         A network input (recovered or true).
     normalization : {"standardize", "unit_range"}
-        How inputs were built (:class:`models.preprocess.InputSpec`).
+        How inputs were built (:class:`fedprint.models.preprocess.InputSpec`).
     reference : array_like, optional
         Gray image whose mean and standard deviation replace the ones standardisation discarded (the oracle
         affine of the module docstring). Required for ``"standardize"``, ignored for ``"unit_range"``.
@@ -159,7 +160,7 @@ def network_to_gray(x, normalization: str, reference=None) -> np.ndarray:
 def gray_at_input_size(images: Sequence[np.ndarray], spec: InputSpec) -> np.ndarray:
     """uint8 images resized and padded exactly as the network input pipeline does, as float64 gray levels.
 
-    Uses :func:`models.preprocess.to_tensor_batch` with ``unit_range`` (an exact affine of the squared
+    Uses :func:`fedprint.models.preprocess.to_tensor_batch` with ``unit_range`` (an exact affine of the squared
     image), so the geometry is the pipeline's own. Shape (N, S, S).
     """
     s = InputSpec(size=spec.size, keep_aspect=spec.keep_aspect, normalization="unit_range")
@@ -228,7 +229,7 @@ def verifies_against_owner(
     owner_x : Tensor, shape (k, 1, S, S)
         Network inputs of the owner's *other* impressions (k >= 1).
     threshold : float
-        Distance threshold chosen on validation pairs (:func:`models.metrics.choose_threshold`).
+        Distance threshold chosen on validation pairs (:func:`fedprint.models.metrics.choose_threshold`).
 
     Returns
     -------
@@ -257,7 +258,7 @@ def classical_matcher_status() -> str:
     returns an explicit 'unavailable' string rather than a number.
     """
     try:
-        import data.realism  # noqa: F401
+        import fedprint.data.realism  # noqa: F401
     except ImportError:
         return "unavailable: data.realism (classical matcher) does not exist yet"
     return "available: data.realism"

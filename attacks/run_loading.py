@@ -13,8 +13,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedprint_config import ExperimentConfig, parse_config
-from models.siamese import new_encoder
+from fedprint.config import ExperimentConfig, parse_config
+from fedprint.models.siamese import new_encoder
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from data.record import FingerprintRecord
+from fedprint.data.record import FingerprintRecord
 
 #: Natural fingerprint class frequencies (arch, tented arch, left loop, right loop, whorl).
 NATURAL_PATTERNS = {"arch": 3.7, "tented_arch": 2.9, "left_loop": 33.8, "right_loop": 31.7, "whorl": 27.9}
@@ -34,7 +34,7 @@ def synthetic_population(n_fingers: int, n_impressions: int, *, seed: int, size:
     list of FingerprintRecord
         Gray uint8 images (dark ridges on light background), ordered by finger then impression.
     """
-    from data.synth.master import make_master
+    from fedprint.data.synth.master import make_master
 
     if n_fingers < 2 or n_impressions < 2:
         raise ValueError(f"n_fingers and n_impressions: expected >= 2, got {n_fingers} and {n_impressions}")

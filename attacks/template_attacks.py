@@ -12,8 +12,9 @@
   attacker runs the ordinary unlock on them. Success = the secret polynomial (hence the genuine minutiae) is
   recovered from public data alone. Uses the vault points and the helper fields.
 * **Helper linkage** (:func:`helper_link_score`): uses only the stored alignment helper field (the enrolment
-  impression's coarse orientation field, :mod:`privacy.templates.alignment`). Score = mean orientation agreement
-  of the two fields after the verifier's own registration (:func:`~privacy.templates.alignment.register`). Two
+  impression's coarse orientation field, :mod:`fedprint.privacy.templates.alignment`). Score = mean orientation
+  agreement
+  of the two fields after the verifier's own registration (:func:`~fedprint.privacy.templates.alignment.register`). Two
   unhardened templates of one finger store similar ridge flows; a PIN-masked helper is a one-time pad over the
   symbols and scores at chance.
 * **Offline PIN guess** (:func:`pin_search`): uses the masked helper field and the public scrypt salt
@@ -38,12 +39,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from privacy.templates.alignment import BACKGROUND, LEVELS, Pose, refine, register
-from privacy.templates.consistency import match_points
-from privacy.templates.fuzzy_vault import unlock
-from privacy.templates.password import derive_key, mask_helper
-from privacy.templates.quantise import code_points
-from privacy.templates.vault_template import vault_of
+from fedprint.privacy.templates.alignment import BACKGROUND, LEVELS, Pose, refine, register
+from fedprint.privacy.templates.consistency import match_points
+from fedprint.privacy.templates.fuzzy_vault import unlock
+from fedprint.privacy.templates.password import derive_key, mask_helper
+from fedprint.privacy.templates.quantise import code_points
+from fedprint.privacy.templates.vault_template import vault_of
 
 
 def _align(data1: dict, data2: dict, pts1: np.ndarray, pts2: np.ndarray) -> list[np.ndarray]:

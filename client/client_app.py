@@ -13,7 +13,7 @@
    node (``name``, ``domain``, ``client-id``) so the server's reports can say which institution did what.
 
 Personalised methods (the server's config names ``method`` = ``fedala`` / ``feddbe`` / ``fedas``) replace
-step 3 by their own local round (:mod:`client.personalized`), add their reply metrics (FedDBE ``dbe-mean``,
+step 3 by their own local round (:mod:`fedprint.client.personalized`), add their reply metrics (FedDBE ``dbe-mean``,
 FedAS ``fim-trace``) and evaluate the node's personalised model instead of the global one.
 
 ``evaluate``: verification metrics of the received global model on the node's test pairs, threshold chosen on
@@ -33,7 +33,8 @@ fingerprint of its validation data, in its persistent ``context.state`` instead 
 of the model (identical number, one forward pass less per round).
 
 Configuration comes from the flat Flower run config (``experiment``, ``base-dir``, ``client-threads``,
-``device``) and the node config (see :mod:`client.node_data`; ``device = "auto" | "cpu" | "cuda"`` there is the
+``device``) and the node config (see :mod:`fedprint.training.node_data`; ``device = "auto" | "cpu" | "cuda"`` there is
+the
 SuperNode's own choice of device and overrides the run config's). :func:`make_client_app` takes explicit
 defaults for in-process use (``fedprint simulate``, tests), where Flower's ``run_simulation`` has no run config.
 """
@@ -49,17 +50,17 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from client.evaluation import evaluate_on_pairs, validation_accuracy
-from client.local_data import ClientData
-from client.node_data import node_client_data
-from client.personalized import personal_model, personal_train
-from client.proximal import ProximalAdam
-from client.publish_handler import ACTION as PUBLISH_ACTION
-from client.publish_handler import publish_handler
-from client.trainer import train_siamese
-from fedprint_config import PERSONALIZED
-from fedprint_config.app import client_settings, experiment
-from models.device import DEVICES, use_device
+from fedprint.client.personalized import personal_model, personal_train
+from fedprint.client.proximal import ProximalAdam
+from fedprint.client.publish_handler import ACTION as PUBLISH_ACTION
+from fedprint.client.publish_handler import publish_handler
+from fedprint.config import PERSONALIZED
+from fedprint.config.app import client_settings, experiment
+from fedprint.models.device import DEVICES, use_device
+from fedprint.training.evaluation import evaluate_on_pairs, validation_accuracy
+from fedprint.training.local_data import ClientData
+from fedprint.training.node_data import node_client_data
+from fedprint.training.trainer import train_siamese
 
 #: Key of the persistent state record holding the previous local model's validation accuracy.
 STATE_KEY = "affr-local"
@@ -225,5 +226,5 @@ def make_client_app(defaults: Mapping[str, Any] | None = None,
     return capp
 
 
-#: The app ``flwr run .`` loads (``[tool.flwr.app.components] clientapp = "client.client_app:app"``).
+#: The app ``flwr run .`` loads (``[tool.flwr.app.components] clientapp = "fedprint.client.client_app:app"``).
 app = make_client_app()

@@ -14,7 +14,7 @@ personalised model: it is what the client evaluates and where its local training
 FedAvg.
 
 Adaptations to verification (documented, not in the paper): the loss L is the client's training loss
-(:func:`client.trainer.embedding_loss`: Yan et al. 2025 Eq. 1 by default) over P x K batches of the sample
+(:func:`fedprint.training.trainer.embedding_loss`: Yan et al. 2025 Eq. 1 by default) over P x K batches of the sample
 (identities = connected components of the genuine training pairs), not cross-entropy; the start phase stops
 after ``max_passes`` passes at the latest (the reference code has no cap). Defaults follow the reference
 implementation (PFLlib ``utils/ALA.py``): η = 1, s = 80 %, the top 2 parameter tensors (the head's weight and
@@ -38,9 +38,9 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from client.trainer import embedding_loss, identities_from_pairs, pk_batches
-from data.pairs import PairSet
-from fedprint_config import TrainConfig
+from fedprint.config import TrainConfig
+from fedprint.data.pairs import PairSet
+from fedprint.training.trainer import embedding_loss, identities_from_pairs, pk_batches
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def adaptive_local_aggregation(global_net: nn.Module, local_net: nn.Module, imag
     settings : ALASettings
     cfg : TrainConfig
         The client's training recipe: its P x K batch shape (``p``, ``k``) and its loss
-        (:func:`client.trainer.embedding_loss`).
+        (:func:`fedprint.training.trainer.embedding_loss`).
     rng : numpy Generator
         Draws the sample and the batches.
 

@@ -9,12 +9,12 @@ steps to FedAvg:
   takes that aligned base with its own head as the start of local training;
 * **client synchronisation** (server): local models are averaged with weights proportional to the trace of
   each client's Fisher information matrix, estimated after local training as Σ_batches ‖∇_θ L‖² (the
-  reference code's estimate); :class:`server.personalized.FedAS`.
+  reference code's estimate); :class:`fedprint.server.personalized.FedAS`.
 
 The personalised model (aligned base + own head, after local training) is what the client evaluates.
 
 Adaptations (documented): classes are fingers (connected components of the genuine training pairs); the
-Fisher estimate uses the client's training loss (:func:`client.trainer.embedding_loss`) on P x K batches (the
+Fisher estimate uses the client's training loss (:func:`fedprint.training.trainer.embedding_loss`) on P x K batches (the
 reference code uses the negative log-likelihood of a classifier, which a verifier does not have). Defaults follow PFLlib
 ``clientas.py`` (one alignment epoch, SGD lr 0.01, batch 16).
 
@@ -33,10 +33,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from client.trainer import embedding_loss, identities_from_pairs, pk_batches
-from data.pairs import PairSet
-from fedprint_config import TrainConfig
-from models.siamese import head_parameter_names
+from fedprint.config import TrainConfig
+from fedprint.data.pairs import PairSet
+from fedprint.models.siamese import head_parameter_names
+from fedprint.training.trainer import embedding_loss, identities_from_pairs, pk_batches
 
 
 @torch.no_grad()

@@ -39,7 +39,7 @@ class DBEEncoder(nn.Module):
     Parameters
     ----------
     encoder : nn.Module
-        An encoder with ``representation`` / ``project`` (see :mod:`models.siamese`); shared with the server.
+        An encoder with ``representation`` / ``project`` (see :mod:`fedprint.models.siamese`); shared with the server.
     bias : Tensor, optional
         The client's b̄_i from earlier rounds (default zeros).
     use_bias : bool
@@ -69,7 +69,7 @@ class DBEEncoder(nn.Module):
         return self.encoder.project(rep + self.bias if self.use_bias else rep)
 
     def mean_regulariser(self, global_mean: torch.Tensor, kappa: float):
-        """The MR term as a zero-argument callable for :func:`client.trainer.train_siamese`."""
+        """The MR term as a zero-argument callable for :func:`fedprint.training.trainer.train_siamese`."""
         target = global_mean.detach().reshape(self.running_mean.shape)
 
         def term() -> torch.Tensor:

@@ -11,8 +11,10 @@ feddbe    the personal representation bias b̄_i            θ_g with b̄_i (PRB
 fedas     θ_i (aligned base + own head, after training)   θ_i
 ========  ==============================================  ===========================================
 
-Each method follows its paper and reference implementation (:mod:`client.fedala`, :mod:`client.feddbe`,
-:mod:`client.fedas`); its server side is in :mod:`server.personalized`. A SuperNode that restarts loses its
+Each method follows its paper and reference implementation (:mod:`fedprint.client.fedala`,
+:mod:`fedprint.client.feddbe`,
+:mod:`fedprint.client.fedas`); its server side is in :mod:`fedprint.server.personalized`. A SuperNode that restarts
+loses its
 ``context.state`` and starts again from the global model (its first-round behaviour).
 """
 
@@ -28,12 +30,12 @@ import torch
 from flwr.app import ArrayRecord, MetricRecord, RecordDict
 from torch import nn
 
-from client.fedala import ALASettings, adaptive_local_aggregation
-from client.fedas import align_to_prototypes, finger_prototypes, fisher_trace, with_own_head
-from client.feddbe import DBEEncoder
-from client.local_data import ClientData
-from client.trainer import adam, train_siamese
-from fedprint_config import PERSONALIZED, FederationConfig, TrainConfig
+from fedprint.client.fedala import ALASettings, adaptive_local_aggregation
+from fedprint.client.fedas import align_to_prototypes, finger_prototypes, fisher_trace, with_own_head
+from fedprint.client.feddbe import DBEEncoder
+from fedprint.config import PERSONALIZED, FederationConfig, TrainConfig
+from fedprint.training.local_data import ClientData
+from fedprint.training.trainer import adam, train_siamese
 
 _MODEL, _ALA_W, _ALA_FOR, _DBE_BIAS = "personal-model", "ala-weights", "ala-done-for", "dbe-bias"
 _ALA_INFO = "ala-info"

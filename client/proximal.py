@@ -2,7 +2,7 @@
 
 Flower's ``FedProx`` strategy only sends ``proximal-mu``; every client must add the term itself. Its gradient
 is μ·(w − w_g), so instead of changing the loss we add that to each parameter's gradient just before the Adam
-step — the optimizer then minimises loss + (μ/2)·‖w − w_g‖² exactly, and ``client.trainer.train_siamese``
+step — the optimizer then minimises loss + (μ/2)·‖w − w_g‖² exactly, and ``fedprint.training.trainer.train_siamese``
 stays unchanged (it accepts any optimizer). The reported training loss excludes the proximal term.
 """
 

@@ -2,10 +2,10 @@
 
 Request (``Message`` of type ``query.publish``): a ConfigRecord ``config`` with
 
-* ``mechanism`` (str, a name from :data:`privacy.publish.registry.MECHANISMS`), ``variant`` ("sound" /
+* ``mechanism`` (str, a name from :data:`fedprint.privacy.publish.registry.MECHANISMS`), ``variant`` ("sound" /
   "paper", default "sound"), ``epsilon`` (float > 0);
 * ``record-index`` (int, index into the node's records, the same order training uses) or ``record-key``
-  (str, :attr:`data.record.FingerprintRecord.key`);
+  (str, :attr:`fedprint.data.record.FingerprintRecord.key`);
 * optional ``protect`` ("minutia" / "finger", point sets only; a per-finger ledger needs "finger") and
   ``points`` (int, the fixed public number of released points of a "finger" point set; default 32).
   A ``seed`` and a ``round`` are refused: the noise comes from OS entropy only, so no requester can choose it and
@@ -15,11 +15,11 @@ Node config: ``ledger-path`` (JSON ledger of this institution, relative to ``bas
 (total finger-level ε per finger identity; it must equal the budget the ledger was created with, else every
 request is refused naming both), optional ``privacy-window`` + ``privacy-window-epsilon`` (a rate
 limit on top of the total), plus
-the keys :func:`client.node_data.node_client_data` reads to find the node's data. The ledger unit is the
+the keys :func:`fedprint.training.node_data.node_client_data` reads to find the node's data. The ledger unit is the
 record's finger identity.
 
 Reply: ArrayRecord ``release`` with one array ``image`` (uint8 (H, W)) or ``points`` (float64 (n, 3)), and
-ConfigRecord ``guarantee`` (the :class:`privacy.publish.base.Guarantee` fields, ``statement``, ``mechanism``,
+ConfigRecord ``guarantee`` (the :class:`fedprint.privacy.publish.base.Guarantee` fields, ``statement``, ``mechanism``,
 ``variant``, ``spent-epsilon``, ``spent-delta``, ``unit``, ``relation``, ``group``, ``finger-epsilon``,
 ``finger-delta``, ``remaining-epsilon`` (finger-level)). Any refusal (bad request, unknown mechanism, no
 finger-level guarantee, budget exceeded, a data-dependent precondition) replies with a Flower ``Error`` (code
@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Error, Message, RecordDict
 
-from client.node_data import node_client_data
-from fedprint_config.app import client_settings, experiment, resolve
-from privacy.ledger import Ledger
-from privacy.publish.release import release
+from fedprint.config.app import client_settings, experiment, resolve
+from fedprint.privacy.ledger import Ledger
+from fedprint.privacy.publish.release import release
+from fedprint.training.node_data import node_client_data
 
 #: Flower error code of a refused publication request.
 REFUSED = 4001

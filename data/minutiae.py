@@ -5,7 +5,7 @@ Pipeline: :func:`segment` (foreground mask) -> :func:`binarize` (ridge map, ridg
 directions).  :func:`extract_minutiae` chains them.
 
 Minutiae tables are float64 arrays of shape (n, 4) with columns ``x, y, direction, type`` (see
-:class:`data.record.GroundTruth`): ``x`` the pixel column, ``y`` the pixel row, ``direction`` in radians in
+:class:`fedprint.data.record.GroundTruth`): ``x`` the pixel column, ``y`` the pixel row, ``direction`` in radians in
 [0, 2*pi) measured in image axes (x right, y *down*, so an angle of pi/2 points down the image), ``type`` 1 for a
 ridge ending (CN = 1) and 3 for a bifurcation (CN = 3).
 
@@ -24,8 +24,8 @@ import numpy as np
 from scipy import ndimage
 from skimage.morphology import skeletonize
 
-from data.record import BIFURCATION, ENDING, empty_minutiae
-from models.ridges import gabor_enhance, orientation_field
+from fedprint.data.record import BIFURCATION, ENDING, empty_minutiae
+from fedprint.models.ridges import gabor_enhance, orientation_field
 
 # The 8 neighbours of a pixel in cyclic (clockwise on screen) order starting at north, as (drow, dcol).
 # Eq. (9) sums |x_{i+1} - x_i| around this cycle, with x_8 = x_0.

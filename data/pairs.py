@@ -17,7 +17,7 @@ finger form a genuine pair -- in particular an altered image (``record.alteratio
 another alteration of it. This is deliberate: an altered finger should still verify as its owner, and for
 SOCOFing (one real impression per finger) these are the only genuine pairs there are.
 
-All functions work on indices into the caller's list of :class:`~data.record.FingerprintRecord`; no image is
+All functions work on indices into the caller's list of :class:`~fedprint.data.record.FingerprintRecord`; no image is
 copied.
 """
 
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from data.partition import check_indices, finger_codes
-from data.record import FingerprintRecord
+from fedprint.data.partition import check_indices, finger_codes
+from fedprint.data.record import FingerprintRecord
 
 #: Split protocols understood by :func:`split_records`.
 PROTOCOLS = ("open", "closed")

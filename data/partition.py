@@ -10,7 +10,7 @@ The unit of a split is the *finger*: every impression of a finger, including alt
 impressions, stays on one client, because a person enrols at one institution. A finger is identified by
 ``(domain, identity)`` since identities are only unique within a dataset.
 
-Partitions hold int64 indices into the caller's list of :class:`~data.record.FingerprintRecord`; images are
+Partitions hold int64 indices into the caller's list of :class:`~fedprint.data.record.FingerprintRecord`; images are
 never copied.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from data.record import FingerprintRecord
+from fedprint.data.record import FingerprintRecord
 
 #: FP-DFSN coefficient β used when none is given (Yan et al. 2025, Sec. 5.2: "a coefficient of 0.5").
 DEFAULT_BETA = 0.5

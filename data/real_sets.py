@@ -2,7 +2,7 @@
 
 The root is ``$FEDPRINT_REAL_SAMPLES`` when set (``fedprint simulate / train --real-samples DIR`` set it), else
 ``<project>/../shared/data/real``. Each sub-folder whose structure matches a known layout
-(:func:`data.datasets.detect_layout`: FVC, generic ``<id>/<imp>.png``, SOCOFing, ...) is one set, named by its
+(:func:`fedprint.data.datasets.detect_layout`: FVC, generic ``<id>/<imp>.png``, SOCOFing, ...) is one set, named by its
 folder (``fcj2020_dev``, ``fvc2002_db1_b``, ...). A root that is itself a dataset folder (the older meaning of
 the variable: one FVC folder) counts as one set.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from data.datasets import DatasetError, detect_layout
+from fedprint.data.datasets import DatasetError, detect_layout
 
 #: Environment variable naming the root folder of the real fingerprint sets.
 REAL_ENV = "FEDPRINT_REAL_SAMPLES"

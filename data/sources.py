@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from data.datasets import load_dataset
-from data.partition import ClientPartition, partition_by_domain, partition_split
-from data.record import FingerprintRecord
+from fedprint.data.datasets import load_dataset
+from fedprint.data.partition import ClientPartition, partition_by_domain, partition_split
+from fedprint.data.record import FingerprintRecord
 
 
 def synth_cache_dir(source) -> Path:
@@ -25,7 +25,7 @@ def synth_cache_dir(source) -> Path:
     The profile's content hash is part of the name, so editing ``profiles.toml`` starts a new cache instead of
     colliding with data generated under the old settings.
     """
-    from data.synth.profiles import get_profile
+    from fedprint.data.synth.profiles import get_profile
 
     digest = hashlib.sha256(json.dumps(get_profile(source.profile).to_json(), sort_keys=True).encode())
     return Path(source.cache) / (f"{source.profile}-{digest.hexdigest()[:8]}-s{source.seed}-f{source.fingers}"
@@ -33,21 +33,21 @@ def synth_cache_dir(source) -> Path:
 
 
 def load_source(source, *, progress: bool = True, workers: int | None = None) -> list[FingerprintRecord]:
-    """Records of one ``data.sources`` entry (see :class:`fedprint_config.SourceSection`).
+    """Records of one ``data.sources`` entry (see :class:`fedprint.config.SourceSection`).
 
     Raises FileNotFoundError (one line, naming the folder) when a real set is absent from the real-set root.
     """
     dpi = getattr(source, "dpi", None)
     if source.kind in ("dataset", "real"):
         if source.kind == "real":
-            from data.real_sets import real_set_dir
+            from fedprint.data.real_sets import real_set_dir
 
             root, domain = real_set_dir(source.name), source.domain or source.name
         else:
             root, domain = source.root, getattr(source, "domain", "")
         recs = load_dataset(source.layout or "auto", root, skip_bad=source.skip_bad, dpi=dpi)
         return [replace(r, domain=domain) for r in recs] if domain else recs
-    from data.synth.generate import generate_dataset
+    from fedprint.data.synth.generate import generate_dataset
 
     out = synth_cache_dir(source)
     generate_dataset(source.profile, fingers=source.fingers, impressions=source.impressions, seed=source.seed,

@@ -2,7 +2,7 @@
 
 Each finger gets its own orientation, period and phase; its impressions add a small shift and Gaussian noise.
 They are distinguishable but not identical, so a verifier has something to learn in seconds. They are not
-fingerprints (no minutiae, no singular points): use :mod:`data.synth` for anything that is measured.
+fingerprints (no minutiae, no singular points): use :mod:`fedprint.data.synth` for anything that is measured.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from data.record import FingerprintRecord
+from fedprint.data.record import FingerprintRecord
 
 
 def stripe_records(n_fingers: int = 6, n_impressions: int = 4, size: int = 48, domain: str = "toy",

@@ -336,7 +336,7 @@ data_root=$E2E_CACHE/institutions-${E2E_FINGERS:-12}x${E2E_IMPRESSIONS:-4}
 for i in 0 1 2; do
     inst=${INSTITUTIONS[$i]}
     profile=$(echo socofing casia nist_sd10 | cut -d' ' -f$(( i + 1 )))
-    run 900 nice -n 10 "$PY" fedprint_cli.py data synth --profile "$profile" --fingers "${E2E_FINGERS:-12}" \
+    run 900 nice -n 10 "$PY" -m fedprint data synth --profile "$profile" --fingers "${E2E_FINGERS:-12}" \
         --impressions "${E2E_IMPRESSIONS:-4}" --seed "$(( 100 + i ))" --out "$data_root/$inst" --quiet
 done
 export HOSPITAL_A_DATA=$data_root/hospital-a LAB_B_DATA=$data_root/lab-b AGENCY_C_DATA=$data_root/agency-c

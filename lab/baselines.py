@@ -17,20 +17,20 @@ import numpy as np
 import torch
 from torch import nn
 
-from client.evaluation import evaluate_on_pairs
-from client.experiment_data import union, union_groups
-from client.local_data import ClientData
-from client.trainer import train_siamese
-from data.pairs import PairSet
-from fedprint_config import TrainConfig
-from models.siamese import new_encoder
+from fedprint.config import TrainConfig
+from fedprint.data.pairs import PairSet
+from fedprint.models.siamese import new_encoder
+from fedprint.training.evaluation import evaluate_on_pairs
+from fedprint.training.experiment_data import union, union_groups
+from fedprint.training.local_data import ClientData
+from fedprint.training.trainer import train_siamese
 
 
 def _fit(net: nn.Module, images: torch.Tensor, pairs: PairSet, cfg: TrainConfig, dp: Mapping[str, Any] | None,
          progress: bool, desc: str, groups: np.ndarray | None = None) -> list[dict]:
     if dp is None:
         return train_siamese(net, images, pairs, cfg, progress=progress, desc=desc, groups=groups)
-    from client.dp_sgd import train_siamese_dp  # imports Opacus only when DP is asked for
+    from fedprint.training.dp_sgd import train_siamese_dp  # imports Opacus only when DP is asked for
 
     history, _ = train_siamese_dp(net, images, pairs, cfg, progress=progress, desc=desc, **dp)
     return history
@@ -51,7 +51,7 @@ def train_local(data: ClientData, *, encoder: str, embedding_dim: int, cfg: Trai
                 ) -> tuple[nn.Module, list[dict]]:
     """Train a fresh encoder on one client's training pairs; returns it and the per-epoch history.
 
-    ``dp``: None for plain training, or keyword arguments of :func:`client.dp_sgd.train_siamese_dp`
+    ``dp``: None for plain training, or keyword arguments of :func:`fedprint.training.dp_sgd.train_siamese_dp`
     (``DPSection.trainer_kwargs()``) to train with DP-SGD; history rows then carry the cumulative accounting.
     """
     net = _initial(encoder, embedding_dim, cfg.seed, encoder_kwargs, init_state)

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from torch import nn
 
-from client.local_data import ClientData
-from client.trainer import pair_distances
-from lab.report import COMMON_COLUMN as COLUMN
-from recognition.real_samples import pooled_label, rate_row
+from fedprint.lab.report import COMMON_COLUMN as COLUMN
+from fedprint.recognition.real_samples import pooled_label, rate_row
+from fedprint.training.local_data import ClientData
+from fedprint.training.trainer import pair_distances
 
 
 def common_test_rows(models: Mapping[str, nn.Module | Mapping[str, nn.Module]],

@@ -15,11 +15,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from client.experiment_data import build_clients  # noqa: E402
-from data.atomic_io import write_csv, write_json, write_text  # noqa: E402
-from fedprint_config import ExperimentConfig  # noqa: E402
-from fedprint_config.rundir import make_out_dir, markdown_table, report_provenance  # noqa: E402
-from lab.baselines import evaluate_clients, train_centralized  # noqa: E402
+from fedprint.config import ExperimentConfig  # noqa: E402
+from fedprint.config.rundir import make_out_dir, markdown_table, report_provenance  # noqa: E402
+from fedprint.data.atomic_io import write_csv, write_json, write_text  # noqa: E402
+from fedprint.lab.baselines import evaluate_clients, train_centralized  # noqa: E402
+from fedprint.training.experiment_data import build_clients  # noqa: E402
 
 
 def _point(cfg: ExperimentConfig, beta: float, sigma2: float | None, progress: bool) -> dict:

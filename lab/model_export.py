@@ -1,10 +1,10 @@
 """Write a trained encoder as a FedPrint model file, with its threshold chosen on validation pairs.
 
 Every way FedPrint trains ends here (``fedprint train``, the baselines and federated methods of ``simulate`` /
-``demo``), so there is one model format (:mod:`models.model_file`). The decision threshold is the
+``demo``), so there is one model format (:mod:`fedprint.models.model_file`). The decision threshold is the
 accuracy-optimal distance on the POOLED validation pairs of the clients the model is meant for (never on test
 pairs); the federated ServerApp, which holds no data, stores the clients' own validation thresholds averaged
-with their validation-pair counts as weights (:func:`models.model_file.weighted_threshold`).
+with their validation-pair counts as weights (:func:`fedprint.models.model_file.weighted_threshold`).
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from client.local_data import ClientData
-from client.trainer import pair_distances
-from data.atomic_io import atomic_write_bytes
-from fedprint_config import ExperimentConfig
-from models.dense_match import MIN_OVERLAP, fusion_calibration, pair_similarities, print_features
-from models.metrics import choose_threshold
-from models.model_file import model_bytes
-from models.preprocess import InputSpec
+from fedprint.config import ExperimentConfig
+from fedprint.data.atomic_io import atomic_write_bytes
+from fedprint.models.dense_match import MIN_OVERLAP, fusion_calibration, pair_similarities, print_features
+from fedprint.models.metrics import choose_threshold
+from fedprint.models.model_file import model_bytes
+from fedprint.models.preprocess import InputSpec
+from fedprint.training.local_data import ClientData
+from fedprint.training.trainer import pair_distances
 
 
 def pooled_threshold(net: nn.Module, clients: Sequence[ClientData]) -> tuple[float | None, str]:
@@ -44,8 +44,8 @@ def pooled_threshold(net: nn.Module, clients: Sequence[ClientData]) -> tuple[flo
 
 def pooled_fusion(net: nn.Module, clients: Sequence[ClientData]) -> dict | None:
     """Calibration of the ``global + dense`` score on the clients' validation pairs pooled
-    (:func:`models.dense_match.fusion_calibration`); None when the encoder has no feature map to match densely
-    (ResNet-18), the map has fewer cells than :data:`models.dense_match.MIN_OVERLAP` (inputs under ~40 px), the
+    (:func:`fedprint.models.dense_match.fusion_calibration`); None when the encoder has no feature map to match densely
+    (ResNet-18), the map has fewer cells than :data:`fedprint.models.dense_match.MIN_OVERLAP` (inputs under ~40 px), the
     validation pairs do not hold both classes, or a score does not vary over them."""
     if not hasattr(net, "feature_map") or not clients:
         return None

@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from data.atomic_io import write_json, write_text
-from fedprint_config import load_experiment, resolve_experiment
-from fedprint_config.rundir import check_run_parent, make_out_dir, markdown_table, report_provenance
+from fedprint.config import load_experiment, resolve_experiment
+from fedprint.config.rundir import check_run_parent, make_out_dir, markdown_table, report_provenance
+from fedprint.data.atomic_io import write_json, write_text
 
 METRICS = (("avg EER", "eer", np.mean), ("worst-client EER", "eer", np.max), ("avg FNMR@FMR1%", "fmr100", np.mean))
 
@@ -83,7 +83,8 @@ def summarise(per_seed: dict[int, dict[str, list[dict]]], *, unseen: dict[int, l
               timings: dict[int, dict[str, float]] | None = None) -> tuple[list[dict], list[dict]]:
     """Rows per method (mean and CI of each metric) and the paired rows "method − FedAvg" (AFFR first).
 
-    ``unseen`` (seed -> rows of :func:`recognition.real_samples.dataset_rows`) adds the held-out-domain EER of each
+    ``unseen`` (seed -> rows of :func:`fedprint.recognition.real_samples.dataset_rows`) adds the held-out-domain EER of
+    each
     method (mean over its models and the held-out domains); ``timings`` (seed -> method -> seconds) the wall time.
     """
     methods = list(dict.fromkeys(m for res in per_seed.values() for m in res))
@@ -167,8 +168,8 @@ def plot_seed_curves(root: Path, run_dirs: Sequence[Path]) -> Path | None:
 
 def simulate_seeds(config: str | Path, seeds: Sequence[int], *, methods: Sequence[str] | None = None,
                    rounds: int | None = None, out: str | Path | None = None, progress: bool = True) -> Path:
-    """Run :func:`lab.simulate.simulate` once per seed and write the summary (module docstring)."""
-    from lab.simulate import simulate
+    """Run :func:`fedprint.lab.simulate.simulate` once per seed and write the summary (module docstring)."""
+    from fedprint.lab.simulate import simulate
 
     path = resolve_experiment(config)
     cfg, _ = load_experiment(path)

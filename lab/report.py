@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from data.atomic_io import write_csv, write_json, write_text
-from fedprint_config.rundir import markdown_table, report_provenance
+from fedprint.config.rundir import markdown_table, report_provenance
+from fedprint.data.atomic_io import write_csv, write_json, write_text
 
 
 def _plt():
@@ -192,7 +192,7 @@ def internal_heading(privacy: Mapping[str, dict]) -> str:
 
 def evaluated_model(method: str) -> str:
     """Which model a method's per-client rows score (personalised methods: each client's own, as their papers)."""
-    from fedprint_config import PERSONALIZED
+    from fedprint.config import PERSONALIZED
 
     if method in PERSONALIZED:
         return "personalised (each client's own)"
@@ -234,7 +234,7 @@ def trained_real_sets(sources, unseen=()) -> list[str]:
     too. Their rows in the "every real set" table include training fingers: not held-out figures. A source whose
     domain is in ``unseen`` (``[partition] unseen``: no client gets it) trains nothing and is left out.
     """
-    from data.real_sets import real_set_dirs
+    from fedprint.data.real_sets import real_set_dirs
 
     try:
         dirs = {d.resolve(): d.name for d, _layout in real_set_dirs()}
@@ -262,7 +262,8 @@ def real_sample_heading(sources, unseen=()) -> str:
 
 
 def real_sample_section(real: list[dict] | None) -> str:
-    """Body of a report's "EER on real fingerprints" section from :func:`recognition.real_samples.real_sample_rows`."""
+    """Body of a report's "EER on real fingerprints" section from
+    :func:`fedprint.recognition.real_samples.real_sample_rows`."""
     if not real:
         return ("No real samples available (set FEDPRINT_REAL_SAMPLES, or --real-samples, to the folder holding the "
                 "real sets, one sub-folder per set in the FVC or generic layout).\n")
@@ -282,7 +283,7 @@ def client_pairs_note(common: list[dict]) -> str:
             if seen else "")
 
 
-#: Column naming the institution (or the pooled set) of a common-test row (:mod:`lab.common_test`).
+#: Column naming the institution (or the pooled set) of a common-test row (:mod:`fedprint.lab.common_test`).
 COMMON_COLUMN = "test set"
 
 

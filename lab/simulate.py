@@ -2,7 +2,8 @@
 
 Methods (Yan et al. 2025 Table 4): ``local`` (each client alone), ``centralized`` (union of all training pairs),
 and the federated ``fedavg`` / ``fedprox`` / ``affr``, which run through the real Flower ServerApp / ClientApp
-(:mod:`server.server_app`, :mod:`client.client_app`) in Flower's simulation runtime, one virtual SuperNode per
+(:mod:`fedprint.server.server_app`, :mod:`fedprint.client.client_app`) in Flower's simulation runtime, one virtual
+SuperNode per
 experiment client. With ``[federation] steps = [...]`` AFFR runs once per step size (``affr-d0.2``, ...:
 the Table 7 ablation).
 
@@ -18,7 +19,7 @@ Run directory::
     results.csv, results.json   per (method, client): accuracy, eer, roc-auc, fmr100; results.json also holds
                                 every model's EER on the held-out domains (``[partition] unseen``), on the
                                 common test set (``common_test``: every client's test fingers, per client and
-                                pooled, :mod:`lab.common_test`) and on the real sets (``real``)
+                                pooled, :mod:`fedprint.lab.common_test`) and on the real sets (``real``)
     curves.png, alpha.png, per_client_accuracy.png, report.md
 """
 
@@ -34,22 +35,22 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from client.evaluation import evaluate_on_pairs
-from client.node_data import client_data, experiment_partitions, partition_data
-from data.atomic_io import write_json, write_text
-from data.pairs import split_records
-from data.partition import summary as partition_summary
-from data.sources import unseen_records
-from fedprint_config import FEDERATED, METHODS, load_experiment, resolve_experiment
-from fedprint_config.app import refuse_dp_in_federated_runs, with_base_dir
-from fedprint_config.provenance import provenance
-from fedprint_config.rundir import check_out_dir, check_run_parent, make_out_dir
-from lab.baselines import evaluate_clients, train_centralized, train_local
-from lab.common_test import common_test_rows
-from lab.model_export import export_model
-from lab.report import write_report
-from models.device import current_device
-from recognition.real_samples import dataset_rows, real_sample_rows
+from fedprint.config import FEDERATED, METHODS, load_experiment, resolve_experiment
+from fedprint.config.app import refuse_dp_in_federated_runs, with_base_dir
+from fedprint.config.provenance import provenance
+from fedprint.config.rundir import check_out_dir, check_run_parent, make_out_dir
+from fedprint.data.atomic_io import write_json, write_text
+from fedprint.data.pairs import split_records
+from fedprint.data.partition import summary as partition_summary
+from fedprint.data.sources import unseen_records
+from fedprint.lab.baselines import evaluate_clients, train_centralized, train_local
+from fedprint.lab.common_test import common_test_rows
+from fedprint.lab.model_export import export_model
+from fedprint.lab.report import write_report
+from fedprint.models.device import current_device
+from fedprint.recognition.real_samples import dataset_rows, real_sample_rows
+from fedprint.training.evaluation import evaluate_on_pairs
+from fedprint.training.node_data import client_data, experiment_partitions, partition_data
 
 
 def backend_config(num_cpus: int | None = None, device: str = "cpu") -> dict[str, Any]:
@@ -92,8 +93,8 @@ def run_federated(experiment: str | Path, strategy: str, run_dir: str | Path, *,
     from flwr.simulation import run_simulation
 
     require_simulation_runtime()
-    from client.client_app import make_client_app
-    from server.server_app import make_server_app
+    from fedprint.client.client_app import make_client_app
+    from fedprint.server.server_app import make_server_app
 
     os.environ.setdefault("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
     # On the CPU no GPU is requested, so Ray's future behaviour (leave CUDA_VISIBLE_DEVICES alone) is the one we
@@ -289,7 +290,7 @@ def _model_files(method_dir: Path) -> list[Path]:
 
 def _encoders(method_dir: Path, clients: Sequence) -> Any:
     """The encoder a method's model file holds, or {client name: encoder} when it wrote one per client."""
-    from models.model_file import load_model
+    from fedprint.models.model_file import load_model
 
     files = _model_files(method_dir)
     if len(files) == 1 and files[0].name == "model.pt":

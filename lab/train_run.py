@@ -3,7 +3,7 @@
 Run directory contents: ``config.json`` (resolved config + input pipeline), ``clients.csv`` (data per client),
 ``history.csv`` (loss per epoch and model), ``metrics.csv`` / ``metrics.json`` (test metrics per client),
 ``roc_<model>.csv`` and ``roc.png``, ``checkpoint_<model>.pt`` and ``report.md``. With ``[dp] enabled = true``
-every model trains with DP-SGD (``client.dp_sgd``); ``metrics.json`` and the report then carry each model's
+every model trains with DP-SGD (``fedprint.training.dp_sgd``); ``metrics.json`` and the report then carry each model's
 privacy accounting (ε at δ, σ, C, sampling rate, steps) and the group-privacy caveat of record = pair.
 """
 
@@ -17,19 +17,19 @@ from typing import Any
 
 import numpy as np
 
-from client.evaluation import evaluate_on_pairs
-from client.experiment_data import build_clients
-from client.local_data import ClientData
-from data.atomic_io import write_csv, write_json, write_text
-from fedprint_config import ExperimentConfig
-from fedprint_config.provenance import provenance
-from fedprint_config.rundir import make_out_dir, markdown_table, report_provenance
-from lab.baselines import evaluate_clients, train_centralized, train_local
-from lab.model_export import export_model
-from lab.report import real_sample_heading, real_sample_section
-from models.metrics import plot_roc, write_roc_csv
-from models.preprocess import describe
-from recognition.real_samples import real_sample_rows
+from fedprint.config import ExperimentConfig
+from fedprint.config.provenance import provenance
+from fedprint.config.rundir import make_out_dir, markdown_table, report_provenance
+from fedprint.data.atomic_io import write_csv, write_json, write_text
+from fedprint.lab.baselines import evaluate_clients, train_centralized, train_local
+from fedprint.lab.model_export import export_model
+from fedprint.lab.report import real_sample_heading, real_sample_section
+from fedprint.models.metrics import plot_roc, write_roc_csv
+from fedprint.models.preprocess import describe
+from fedprint.recognition.real_samples import real_sample_rows
+from fedprint.training.evaluation import evaluate_on_pairs
+from fedprint.training.experiment_data import build_clients
+from fedprint.training.local_data import ClientData
 
 MODES = ("centralized", "local")
 DP_COLUMNS = ["model", "epsilon", "delta", "noise_multiplier", "max_grad_norm", "sample_rate", "steps", "accountant",
@@ -49,11 +49,11 @@ def classical_subset(labels: np.ndarray, n_per_class: int, rng: np.random.Genera
 
 
 def fused_eers(distances: np.ndarray, scores: np.ndarray, labels: np.ndarray, prefix: str = "") -> dict:
-    """``<prefix>fused_eer`` (:func:`models.metrics.rank_fusion`) and ``<prefix>fused_z_eer``
-    (:func:`models.metrics.zscore_fusion`, each score standardised on these pairs) of a deep verifier's
+    """``<prefix>fused_eer`` (:func:`fedprint.models.metrics.rank_fusion`) and ``<prefix>fused_z_eer``
+    (:func:`fedprint.models.metrics.zscore_fusion`, each score standardised on these pairs) of a deep verifier's
     ``distances`` and a classical matcher's similarity ``scores``; the z-score EER is NaN where either score is
     constant over the pairs (no spread to standardise by: that matcher tells no pair from another)."""
-    from models.metrics import eer, rank_fusion, zscore_fusion
+    from fedprint.models.metrics import eer, rank_fusion, zscore_fusion
 
     both = [-np.asarray(distances, float), np.asarray(scores, float)]
     constant = any(np.ptp(s) == 0 for s in both)
@@ -65,18 +65,19 @@ def fused_eers(distances: np.ndarray, scores: np.ndarray, labels: np.ndarray, pr
 def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, seed: int,
                          progress: bool = True, others: Mapping[str, Any] | None = None) -> list[dict]:
     """EER / ROC AUC of the trained verifier and of an independent classical matcher (afis Gabor minutiae +
-    Bozorth3, :mod:`data.realism`) on the SAME random subset of each client's test pairs (``n_per_class``
+    Bozorth3, :mod:`fedprint.data.realism`) on the SAME random subset of each client's test pairs (``n_per_class``
     genuine + ``n_per_class`` impostor pairs; the classical matcher is too slow for all of them).
 
     The classical matcher sees the raw records; the verifier sees its own inputs (FP-DFSN images if enabled).
     ``others`` (name -> encoder): further verifiers scored on the same subset (``<name>_eer`` columns), so the
     slow classical scores are computed once. ``*fused_eer``: deep and classical scores fused by
-    :func:`models.metrics.rank_fusion`; ``*fused_z_eer``: by the z-score sum rule
-    (:func:`models.metrics.zscore_fusion`, each score standardised on the subset). Both label-free, reported beside
+    :func:`fedprint.models.metrics.rank_fusion`; ``*fused_z_eer``: by the z-score sum rule
+    (:func:`fedprint.models.metrics.zscore_fusion`, each score standardised on the subset). Both label-free, reported
+    beside
     the pure deep score, never instead of it.
     """
-    from data.realism import matcher_scores
-    from models.metrics import eer, roc_auc
+    from fedprint.data.realism import matcher_scores
+    from fedprint.models.metrics import eer, roc_auc
 
     rows = []
     rng = np.random.default_rng(seed)
@@ -114,7 +115,7 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
                                                    ("schedule", cfg.train.schedule, "constant"))
                    if v != ok]
         if ignored:
-            raise ValueError(f"[train] {', '.join(ignored)}: DP-SGD (client.dp_sgd) does not honour them — it "
+            raise ValueError(f"[train] {', '.join(ignored)}: DP-SGD (training.dp_sgd) does not honour them — it "
                              "samples pairs (one record = one pair) at a constant learning rate without "
                              "augmentation; set sampler = \"pairs\", augment = false, schedule = \"constant\"")
     run_dir = make_out_dir(out, cfg.run.out, f"{cfg.run.name}-{mode}")
@@ -180,10 +181,10 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
 
 def dp_summary(cfg: ExperimentConfig, histories: dict[str, list[dict]]) -> dict:
     """``metrics.json["dp"]``: ``{"enabled": False}``, or the final accounting of every model (the last history
-    row of :func:`client.dp_sgd.train_siamese_dp`), the record unit and the group-privacy statement."""
+    row of :func:`fedprint.training.dp_sgd.train_siamese_dp`), the record unit and the group-privacy statement."""
     if not cfg.dp.enabled:
         return {"enabled": False}
-    from client.dp_sgd import GROUP_PRIVACY_NOTE
+    from fedprint.training.dp_sgd import GROUP_PRIVACY_NOTE
 
     per_model = [{"model": name, **{k: hist[-1][k] for k in DP_COLUMNS[1:]}} for name, hist in histories.items()]
     return {"enabled": True, "record": "pair", "target_epsilon": cfg.dp.target_epsilon, "per_model": per_model,

@@ -6,8 +6,8 @@ by the identity loss alone; the encoder then sees prints in a pose of the networ
 module, small enough for 2 CPU cores: it looks at a 64 x 64 thumbnail of the input, and its last layer starts at
 zero, so a freshly built aligner is the identity and a model pre-trained without one starts where it was.
 
-``[model] align = true`` (:class:`fedprint_config.experiment.ModelSection`) puts one in front of the compact
-encoder (:class:`models.siamese.CompactEncoder`).
+``[model] align = true`` (:class:`fedprint.config.experiment.ModelSection`) puts one in front of the compact
+encoder (:class:`fedprint.models.siamese.CompactEncoder`).
 
 References
 ----------

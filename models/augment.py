@@ -103,7 +103,8 @@ def augment(x: torch.Tensor, spec: AugmentSpec, generator: torch.Generator,
     generator : torch.Generator
         Source of every random draw (seeded by the caller).
     carry : Tensor, shape (N, C, S, S), optional
-        Maps that must stay aligned with the inputs (e.g. :func:`models.minutiae_map.splat` targets): they get the
+        Maps that must stay aligned with the inputs (e.g. :func:`fedprint.models.minutiae_map.splat` targets): they get
+        the
         same warp and the same erased rectangle, none of the intensity changes. The random draws are the same
         with or without it.
 

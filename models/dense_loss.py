@@ -1,6 +1,7 @@
 """A training loss on the dense match: teach the last feature map to match prints cell by cell.
 
-:mod:`models.dense_match` scores two prints by the best mean cosine of their cell descriptors over shifts, using
+:mod:`fedprint.models.dense_match` scores two prints by the best mean cosine of their cell descriptors over shifts,
+using
 features trained for the pooled embedding only. This loss trains them for that use as well: in each P x K batch,
 every genuine pair and as many random impostor pairs get the dense score ``s`` of the module above (best shift,
 the same skin mask and overlap rule), and with ``d = 1 − s``
@@ -8,7 +9,8 @@ the same skin mask and overlap rule), and with ``d = 1 − s``
     L_dense = ½ [ mean_genuine d²  +  mean_impostor max(0, m − d)² ],
 
 Eq. 1 of Yan et al. 2025 applied to the dense distance, the genuine and impostor terms averaged separately like
-:func:`models.loss.batch_contrastive_loss`. The gradient reaches the descriptors through the best shift only, as
+:func:`fedprint.models.loss.batch_contrastive_loss`. The gradient reaches the descriptors through the best shift only,
+as
 a max-pooling would. ``[train] dense_weight`` adds it to the embedding's loss (default 0: off).
 
 References
@@ -22,7 +24,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from models.dense_match import MIN_OVERLAP, RADIUS, describe_cells, shift_matrices, shifted_scores
+from fedprint.models.dense_match import MIN_OVERLAP, RADIUS, describe_cells, shift_matrices, shifted_scores
 
 #: Margin m on the dense distance 1 − s. Descriptors follow a ReLU, so cosines lie in [0, 1] and d in [0, 1]:
 #: impostor pairs are pushed until their best-shift mean cosine is at most 1 − m.
@@ -61,7 +63,7 @@ def dense_contrastive_loss(fmap: torch.Tensor, images: torch.Tensor, labels: tor
     generator : torch.Generator
         Draws the impostor pairs.
     radius, min_overlap : int
-        Shift search of :func:`models.dense_match.dense_similarity` (defaults as at matching time).
+        Shift search of :func:`fedprint.models.dense_match.dense_similarity` (defaults as at matching time).
     margin : float
         m in (0, 1] (default :data:`DENSE_MARGIN`).
     impostors_per_genuine : float

@@ -1,6 +1,6 @@
 """Shift-tolerant dense matching of two prints' deep feature maps: a second deep score beside the embedding.
 
-The embedding of :class:`models.siamese.CompactEncoder` averages its last feature map over the whole print, so
+The embedding of :class:`fedprint.models.siamese.CompactEncoder` averages its last feature map over the whole print, so
 two impressions that overlap only in part (the common case on a real sensor) are compared through everything
 each one shows, the non-overlapping skin included. Dense matching keeps the map: every cell of the last block
 (16 x 16 input pixels, about 1.6 mm at 250 dpi) has a unit-norm descriptor; two prints are compared at every
@@ -14,8 +14,9 @@ matcher (Maltoni et al. 2009, Sec. 4.7) run on learned local features instead of
 the training augmentation by default; :func:`pair_dense_scores` can also search rotations of the second print.
 The network is the one trained for the embedding; nothing is retrained.
 
-:func:`models.metrics.zscore_fusion` combines it with the embedding distance into one deep score. Both are outputs
-of the same network: this is not a fusion with a minutiae matcher (that one: ``bench/study_fusion.py``).
+:func:`fedprint.models.metrics.zscore_fusion` combines it with the embedding distance into one deep score. Both are
+outputs
+of the same network: this is not a fusion with a minutiae matcher (that one: ``studies/study_fusion.py``).
 
 References
 ----------
@@ -33,8 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.device import on_device
-from models.metrics import choose_threshold, standardised_sum
+from fedprint.models.device import on_device
+from fedprint.models.metrics import choose_threshold, standardised_sum
 
 #: Default search radius in cells (5 cells = 80 input px = about 8 mm at 250 dpi).
 RADIUS = 5
@@ -80,7 +81,7 @@ def cell_descriptors(encoder: nn.Module, images: torch.Tensor, *, batch_size: in
     Parameters
     ----------
     encoder : nn.Module
-        A trained :class:`models.siamese.CompactEncoder` (it needs ``feature_map``; ResNet-18 has none).
+        A trained :class:`fedprint.models.siamese.CompactEncoder` (it needs ``feature_map``; ResNet-18 has none).
     images : Tensor, float32, shape (N, 1, S, S)
         Network inputs (already normalised).
     batch_size : int
@@ -174,7 +175,7 @@ def shifted_scores(desc_a: torch.Tensor, skin_a: torch.Tensor, desc_b: torch.Ten
                    shifts: torch.Tensor, min_overlap: int) -> torch.Tensor:
     """(P, S) mean cosine of every pair (desc_a[k], desc_b[k]) at each shift of ``shifts`` (:func:`shift_matrices`)
     over the cells where both have skin; −1 where fewer than ``min_overlap`` cells overlap. Differentiable in the
-    descriptors (the training loss of :mod:`models.dense_loss` uses it)."""
+    descriptors (the training loss of :mod:`fedprint.models.dense_loss` uses it)."""
     sim = torch.bmm(desc_a.transpose(1, 2), desc_b)  # (P, HW, HW) cosine of every cell pair
     both = skin_a[:, :, None] * skin_b[:, None, :]
     shifts = shifts.to(sim.device)
@@ -271,7 +272,7 @@ def fusion_calibration(global_similarity: np.ndarray, dense: np.ndarray, labels:
     -------
     dict
         ``radius``, ``min_overlap``, ``angles``, the mean and standard deviation of each score over the pairs
-        (the weights of :func:`models.metrics.zscore_fusion`), ``threshold``: the accuracy-optimal fused score
+        (the weights of :func:`fedprint.models.metrics.zscore_fusion`), ``threshold``: the accuracy-optimal fused score
         (match iff score >= it) and ``pairs``: how many validation pairs set them.
     """
     g, d, y = (np.asarray(v, float) for v in (global_similarity, dense, labels))
@@ -296,7 +297,7 @@ def search_of(calibration: dict | None) -> dict:
 
 
 def fused_scores(calibration: dict, global_similarity: np.ndarray, dense: np.ndarray) -> np.ndarray:
-    """``global + dense`` score of :func:`models.metrics.zscore_fusion` with the weights a model file stores
+    """``global + dense`` score of :func:`fedprint.models.metrics.zscore_fusion` with the weights a model file stores
     (higher = same)."""
     try:
         gm, gs = float(calibration["global_mean"]), float(calibration["global_std"])

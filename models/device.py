@@ -1,8 +1,9 @@
 """Which device networks train and embed on: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
 
 One setting per process: the command line (``--device``), a ClientApp's run config or a SuperNode's node config
-(``device``) choose it with :func:`set_device` / :func:`use_device`; :func:`client.trainer.train_siamese`,
-:func:`client.trainer.embed` and :func:`recognition.matching.embed_images` read it (:func:`current_device`). The
+(``device``) choose it with :func:`set_device` / :func:`use_device`; :func:`fedprint.training.trainer.train_siamese`,
+:func:`fedprint.training.trainer.embed` and :func:`fedprint.recognition.matching.embed_images` read it
+(:func:`current_device`). The
 choice is also exported as ``$FEDPRINT_DEVICE`` so processes started afterwards (Flower simulation's workers)
 inherit it. Tensors stay on the CPU between calls: a network is moved to the device for a training or embedding
 call and back afterwards, so model files, Flower messages and aggregation never see a device tensor, and model
@@ -10,7 +11,8 @@ files load on either device (``map_location="cpu"``).
 
 Mixed precision (:func:`autocast`): on CUDA only, bfloat16 where the GPU supports it (no loss scaling needed),
 else float16 with a :class:`torch.amp.GradScaler`; never under DP-SGD (per-sample gradient clipping in reduced
-precision is not something Opacus documents as supported) — :func:`client.dp_sgd.train_siamese_dp` does not read
+precision is not something Opacus documents as supported) — :func:`fedprint.training.dp_sgd.train_siamese_dp` does not
+read
 the device at all and trains on the CPU in float32. On the CPU nothing changes: no autocast, the same
 float32 computation as before, so CPU results are identical whatever ``--device`` says.
 """

@@ -3,12 +3,12 @@
 Eq. 1:  L(x1, x2, y) = y * d^2 + (1 - y) * max(0, m - d)^2,   d = ||f(x1) - f(x2)||_2,
 with y = 1 for two impressions of the same finger and y = 0 otherwise; the batch loss is the mean over pairs.
 
-The encoders of :mod:`models.siamese` output unit-norm embeddings, so d lies in [0, 2]: the default margin
+The encoders of :mod:`fedprint.models.siamese` output unit-norm embeddings, so d lies in [0, 2]: the default margin
 m = 1.0 asks impostor embeddings to be at least 60 degrees apart (d = 2 sin(angle / 2)). A margin >= 2 can
 never be met and keeps every impostor pair active.
 
 Eq. 2 matches iff d <= m. We keep the rule's form but not its constant: the threshold is chosen on validation
-pairs (:func:`models.metrics.choose_threshold`) and applied unchanged to the test pairs, since nothing in the
+pairs (:func:`fedprint.models.metrics.choose_threshold`) and applied unchanged to the test pairs, since nothing in the
 training makes the margin the accuracy-optimal cut-off.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from models.siamese import distance
+from fedprint.models.siamese import distance
 
 
 def _check_labels(y: torch.Tensor, n: int) -> torch.Tensor:

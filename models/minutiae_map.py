@@ -3,7 +3,7 @@
 DeepPrint (Engelsma et al. 2021, Sec. 3.3) shares its early layers between the embedding and a branch that
 regresses a minutiae map; the branch is dropped after training, but it forces the shared features to encode the
 ridge topology a fingerprint examiner would use instead of whatever texture separates the training fingers.
-This module is FedPrint's version of that branch for :class:`models.siamese.CompactEncoder`:
+This module is FedPrint's version of that branch for :class:`fedprint.models.siamese.CompactEncoder`:
 
 * **target** (:func:`splat`): per input, two density maps at input resolution, one for ridge endings and one
   for bifurcations; each minutia adds a Gaussian of unit mass (σ = ``sigma`` px). The maps go through the
@@ -18,12 +18,12 @@ This module is FedPrint's version of that branch for :class:`models.siamese.Comp
   target of the batch, so predicting "no minutiae" costs 1 and a perfect map 0 whatever the print's density.
   ``[train] minutiae_weight`` multiplies it (default 0: off).
 
-Measured on FCJ2020 (``bench/study_recipe.py``, 4 finger splits of 600 genuine / 20,000 impostor held-out pairs,
+Measured on FCJ2020 (``studies/study_recipe.py``, 4 finger splits of 600 genuine / 20,000 impostor held-out pairs,
 paired with the 40-epoch baseline; ``docs/real_prints_recipe.md``): no setting helped. Weight 1 on the last map
 +1.0 EER points [+0.0, +2.0], weight 0.1 −0.0 [−0.5, +0.4], weight 1 on the block-3 map +0.3 [−0.7, +1.2].
 
-Where the minutiae come from is the caller's choice (``client.minutiae_targets`` runs the extractor of
-:mod:`data.minutiae` on the network inputs, so real prints and synthetic ones get targets the same way).
+Where the minutiae come from is the caller's choice (``fedprint.training.minutiae_targets`` runs the extractor of
+:mod:`fedprint.data.minutiae` on the network inputs, so real prints and synthetic ones get targets the same way).
 
 References
 ----------

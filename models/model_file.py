@@ -7,23 +7,24 @@ and deployment runs); read by ``fedprint verify / evaluate / identify`` and the 
 
 Contents (``FORMAT`` = ``"fedprint-model/1"``):
 
-* ``encoder``, ``embedding_dim``, ``encoder_kwargs`` — rebuilt with :func:`models.siamese.build_encoder`;
+* ``encoder``, ``embedding_dim``, ``encoder_kwargs`` — rebuilt with :func:`fedprint.models.siamese.build_encoder`;
 * ``state_dict`` — the weights;
-* ``input_pipeline`` — :func:`models.preprocess.describe` of the :class:`~models.preprocess.InputSpec` the model
+* ``input_pipeline`` — :func:`fedprint.models.preprocess.describe` of the :class:`~fedprint.models.preprocess.InputSpec`
+the model
   was trained with (inputs must be prepared the same way);
 * ``threshold`` — the match decision (Eq. 2: match iff distance <= threshold), chosen on validation pairs
   (never on test pairs), with ``threshold_source`` saying which; None when no validation pairs were available;
   ``calibration`` (optional) — written by ``fedprint calibrate`` (:func:`recalibrated_bytes`): the data, protocol,
   target FMR, pair counts and the FMR / FNMR the stored threshold reached on them;
-* ``score_fusion`` (optional) — how to score ``global + dense`` (:func:`models.dense_match.fusion_calibration`:
+* ``score_fusion`` (optional) — how to score ``global + dense`` (:func:`fedprint.models.dense_match.fusion_calibration`:
   search radius, the two scores' means and standard deviations and a fused threshold, all from validation pairs);
   written by ``fedprint train`` / ``simulate`` for the compact encoder, absent from deployment runs and older files;
 * ``minutiae_fusion`` (optional) — how to fuse the embedding with a classical minutiae matcher (the z-score sum:
   each score's mean and standard deviation on calibration pairs and a fused threshold); written only by
-  ``fedprint calibrate --score minutiae`` (:mod:`recognition.minutiae_fusion`);
+  ``fedprint calibrate --score minutiae`` (:mod:`fedprint.recognition.minutiae_fusion`);
 * ``method``, ``metrics`` (test metrics of the run that wrote it), ``data`` (what it was trained on),
   ``provenance`` (command, FedPrint version, git commit, package versions; see
-  :mod:`fedprint_config.provenance`).
+  :mod:`fedprint.config.provenance`).
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from models.preprocess import InputSpec, describe
-from models.siamese import build_encoder
+from fedprint.models.preprocess import InputSpec, describe
+from fedprint.models.siamese import build_encoder
 
 FORMAT = "fedprint-model/1"
 #: File name of the shipped model (trained on synthetic prints only; see ``models/pretrained/MODEL_CARD.md``).
@@ -76,14 +77,14 @@ def model_bytes(encoder: nn.Module, *, encoder_name: str, embedding_dim: int, sp
                 threshold: float | None, threshold_source: str = "", method: str = "",
                 metrics: dict | None = None, data: dict | None = None, provenance: dict | None = None,
                 encoder_kwargs: dict | None = None, score_fusion: dict | None = None) -> bytes:
-    """Serialise a model file (write it with :func:`data.atomic_io.atomic_write_bytes`).
+    """Serialise a model file (write it with :func:`fedprint.data.atomic_io.atomic_write_bytes`).
 
     Parameters
     ----------
     encoder : nn.Module
         The trained encoder (its ``state_dict`` is stored).
     encoder_name, embedding_dim, encoder_kwargs
-        How to rebuild it (:func:`models.siamese.build_encoder`).
+        How to rebuild it (:func:`fedprint.models.siamese.build_encoder`).
     spec : InputSpec
         The input pipeline it was trained with.
     threshold : float or None
@@ -93,7 +94,7 @@ def model_bytes(encoder: nn.Module, *, encoder_name: str, embedding_dim: int, sp
     method, metrics, data, provenance
         Free-form, JSON-like descriptions (see module docstring).
     score_fusion : dict or None
-        :func:`models.dense_match.fusion_calibration` of the model's validation pairs (None: none stored).
+        :func:`fedprint.models.dense_match.fusion_calibration` of the model's validation pairs (None: none stored).
     """
     if threshold is not None and not math.isfinite(float(threshold)):
         raise ValueError(f"threshold: expected a finite distance or None, got {threshold!r}")
@@ -118,8 +119,8 @@ def _installed_pretrained() -> list[Path]:
         dist = importlib.metadata.distribution("fedprint")
     except importlib.metadata.PackageNotFoundError:
         return []
-    rel = f"models/pretrained/{PRETRAINED}"
-    found = [Path(str(dist.locate_file(rel)))]
+    rel = f"models/pretrained/{PRETRAINED}"  # of the source tree; a wheel puts it under fedprint/
+    found = [Path(str(dist.locate_file(f"fedprint/{rel}")))]
     try:  # editable install: the source folder (PEP 610 direct_url.json)
         direct = json.loads(dist.read_text("direct_url.json") or "{}")
     except ValueError:
@@ -131,7 +132,7 @@ def _installed_pretrained() -> list[Path]:
 
 
 def pretrained_path() -> Path:
-    """Path of the shipped model file (package data of :mod:`models`).
+    """Path of the shipped model file (package data of :mod:`fedprint.models`).
 
     Looked for next to this module (a checkout, an installed package), then in the installed ``fedprint``
     distribution. The second is the deployment route: a Flower app bundle (FAB) carries only ``*.py, *.toml,
@@ -188,13 +189,13 @@ def _rewritten(path: str | Path, changes: Callable[[VerifierModel], dict]) -> by
 
 
 def with_score_fusion_bytes(path: str | Path, score_fusion: dict) -> bytes:
-    """The model file ``path`` with a new ``score_fusion`` calibration (:mod:`models.dense_match`); everything
+    """The model file ``path`` with a new ``score_fusion`` calibration (:mod:`fedprint.models.dense_match`); everything
     else, the embedding threshold included, is kept as it was."""
     return _rewritten(path, lambda _: {"score_fusion": dict(score_fusion)})
 
 
 def with_minutiae_fusion_bytes(path: str | Path, minutiae_fusion: dict) -> bytes:
-    """The model file ``path`` with a new ``minutiae_fusion`` calibration (:mod:`recognition.minutiae_fusion`);
+    """The model file ``path`` with a new ``minutiae_fusion`` calibration (:mod:`fedprint.recognition.minutiae_fusion`);
     everything else is kept as it was."""
     return _rewritten(path, lambda _: {"minutiae_fusion": dict(minutiae_fusion)})
 

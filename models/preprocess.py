@@ -10,7 +10,7 @@ Two pipelines (``InputSpec.crop``):
   (``dpi`` of its record: every loader and synthetic profile states it) to the working resolution
   ``InputSpec.dpi`` (default 250 dpi: a 500-dpi ridge period of ~9 px becomes ~4.5 px, still resolved;
   ``cv2.INTER_AREA`` when shrinking, ``INTER_CUBIC`` when enlarging), **segment** the print
-  (:func:`models.ridges.segment_print`), **crop** an S x S window centred on the print's centroid (padding with
+  (:func:`fedprint.models.ridges.segment_print`), **crop** an S x S window centred on the print's centroid (padding with
   the image's border median where the window leaves the image), then normalise. The network sees ridges at a
   known scale, never the empty frame. An image whose dpi is unknown (None) is taken as already at working
   resolution.
@@ -36,7 +36,7 @@ import cv2
 import numpy as np
 import torch
 
-from models.ridges import gabor_enhance, local_std, orientation_field, ridge_period, segment_print
+from fedprint.models.ridges import gabor_enhance, local_std, orientation_field, ridge_period, segment_print
 
 NORMALIZATIONS = ("standardize", "unit_range", "ridge", "gabor")
 CROPS = ("print", "full")
@@ -94,9 +94,9 @@ def describe(spec: InputSpec) -> dict:
     """Everything about the input pipeline a run must record to be reproducible (JSON-serialisable)."""
     norm = {"standardize": "per image (x - mean) / std over all S*S pixels incl. padding; std<1e-6 -> zeros",
             "unit_range": "x / 127.5 - 1 (uint8 [0, 255] -> [-1, 1])",
-            "ridge": "models.preprocess.ridge_normalize: DoG band-pass G(0.6s) - G(3.2s), / local RMS (4s px, "
+            "ridge": "fedprint.models.preprocess.ridge_normalize: DoG band-pass G(0.6s) - G(3.2s), / local RMS (4s px, "
                      "floored at 1/4 of its 90th percentile), clip [-3, 3]; s = dpi / 250",
-            "gabor": "models.preprocess.gabor_normalize: ridge_normalize, then 16 oriented even Gabor filters "
+            "gabor": "fedprint.models.preprocess.gabor_normalize: ridge_normalize, then 16 oriented even Gabor filters "
                      "(envelope sigma 0.45 / 0.8 periods across / along the ridges; orientation from the gradient "
                      "structure tensor over 5s px; period = models.ridges.ridge_period clipped to [3.5s, 8s] px), "
                      "x the mask local std (15s px) > 0.4 x its 95th percentile smoothed over 2s px, / std on that "
@@ -262,16 +262,16 @@ def gabor_normalize(crop: np.ndarray, dpi: float = 250.0) -> np.ndarray:
 
     1. :func:`ridge_normalize` (band-pass + local contrast).
     2. **Orientation** ``theta`` of the ridges from the gradient structure tensor of that image, averaged over a
-       Gaussian window of ``5 s`` px (:func:`models.ridges.orientation_field`), and the **ridge period** ``T``
-       from its power spectrum (:func:`models.ridges.ridge_period`, clipped to ``[3.5 s, 8 s]`` px; ``4.5 s``
+       Gaussian window of ``5 s`` px (:func:`fedprint.models.ridges.orientation_field`), and the **ridge period** ``T``
+       from its power spectrum (:func:`fedprint.models.ridges.ridge_period`, clipped to ``[3.5 s, 8 s]`` px; ``4.5 s``
        where the crop is too small to tell), ``s = dpi / 250``.
-    3. **Oriented Gabor enhancement** ([1]_; :func:`models.ridges.gabor_enhance`): 16 even Gabor filters
+    3. **Oriented Gabor enhancement** ([1]_; :func:`fedprint.models.ridges.gabor_enhance`): 16 even Gabor filters
        of period ``T`` with envelope sigmas ``0.45 T`` across and ``0.8 T`` along the ridges; each pixel keeps
        the response of the filter of its own orientation. The long envelope along the ridge bridges gaps
        narrower than about a period: creases, pores, dry breaks.
     4. Multiply by the print's mask smoothed over ``2 s`` px (no hard edge): pixels whose grey-level standard
        deviation over ``15 s`` px exceeds 40 % of its 95th percentile in the crop (not Otsu's split of
-       :func:`models.ridges.segment_print`, which cuts a crop that is all print in two); divide by the standard
+       :func:`fedprint.models.ridges.segment_print`, which cuts a crop that is all print in two); divide by the standard
        deviation on the print, clip to [-3, 3].
 
     What it cannot do: a crease wider than about two periods, or a region whose orientation the structure

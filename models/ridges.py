@@ -8,11 +8,11 @@
   Otsu-thresholded, cleaned by morphology, largest component kept.
 * :func:`orientation_field` — ridge orientation and coherence from the gradient structure tensor.
 * :func:`gabor_enhance` — an oriented Gabor filter bank, each pixel keeping the response of its own orientation
-  (used by the minutiae extractor, :mod:`data.minutiae`, and the ``"gabor"`` input normalisation,
-  :mod:`models.preprocess`).
+  (used by the minutiae extractor, :mod:`fedprint.data.minutiae`, and the ``"gabor"`` input normalisation,
+  :mod:`fedprint.models.preprocess`).
 
 Real prints at 500 dpi have ridge periods of about 7–12 px (about 0.45 mm); a network input must keep at least
-~4 px per period or the ridge pattern aliases away, which is what :mod:`models.preprocess` guarantees.
+~4 px per period or the ridge pattern aliases away, which is what :mod:`fedprint.models.preprocess` guarantees.
 
 References
 ----------

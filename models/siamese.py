@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.alignment import RigidAligner
-from models.pooling import GeM
+from fedprint.models.alignment import RigidAligner
+from fedprint.models.pooling import GeM
 
 ENCODERS = ("compact", "resnet18")
 #: How the compact encoder pools its last feature map: the average, or a learned generalised mean.
@@ -52,7 +52,7 @@ class CompactEncoder(nn.Module):
 
     Block 1 is a 5x5 stride-2 stem; blocks 2-4 are 3x3 convs followed by 2x2 max-pooling *before* GroupNorm
     and ReLU; block 5 is a 3x3 conv. Channels are ``width, 2w, 4w, 4w, 8w``; a 128 x 128 input reaches block 5
-    at 8 x 8. Speed choices, measured with ``bench/bench_encoder.py`` on 2 CPU threads (forward+backward,
+    at 8 x 8. Speed choices, measured with ``benchmarks/bench_encoder.py`` on 2 CPU threads (forward+backward,
     batch 32, 128 px): the strided stem instead of a full-resolution conv + pool (~1.3x; its 5x5 kernel still
     spans a ridge period, ~4 px at 128 px), pooling before the normalisation so GroupNorm/ReLU run on 4x fewer
     values (~1.3x), and channels-last memory layout for conv weights and activations (~1.4x).
@@ -76,10 +76,11 @@ class CompactEncoder(nn.Module):
         float rounding, faster on CPU). Parameters keep their shapes; only their strides differ.
     pooling : str
         ``"avg"`` (default: average pooling) or ``"gem"`` (generalised mean with a learned exponent starting at 3,
-        :class:`models.pooling.GeM`; its one parameter is ``pool.p``).
+        :class:`fedprint.models.pooling.GeM`; its one parameter is ``pool.p``).
     align : bool
         Put a learned rotation-and-shift aligner in front of block 1 (default False;
-        :class:`models.alignment.RigidAligner`, DeepPrint's localisation network). It starts as the identity, so
+        :class:`fedprint.models.alignment.RigidAligner`, DeepPrint's localisation network). It starts as the identity,
+        so
         weights of a model without one load unchanged and the aligner learns from there.
     """
 

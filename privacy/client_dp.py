@@ -9,10 +9,10 @@ to — from the connected nodes only (Flower's sampler; no client data is read),
 c/m then. A member's reply can be rejected (an error, a time-out, NaN/Inf arrays, ``num-examples <= 0``, a
 missing gap — all of which can depend on its data): it then still counts, with a gap of 0 and a zero update, at
 the weight the rule gives it. So the number of clients m, who takes part, the cap and the shape of σ never depend
-on any client's data (:class:`server.dp_affr.DPAFFR`). Replacing client j's data by, e.g., an empty set changes
+on any client's data (:class:`fedprint.server.dp_affr.DPAFFR`). Replacing client j's data by, e.g., an empty set changes
 only client j's own gap coordinate and client j's own clipped update — exactly what steps 1 and 3 bound.
 
-Mechanism, per round t (:class:`server.dp_affr.DPAFFR`):
+Mechanism, per round t (:class:`fedprint.server.dp_affr.DPAFFR`):
 
 1. Every cohort member contributes its generalization gap G_i (AFFR, Yan et al. 2025 Eq. 5), clipped to [−1, 1]
    (0 for a rejected member). The server adds N(0, (2·z_g)²) to each gap (:func:`noisy_gaps`): the vector of
@@ -34,7 +34,7 @@ adaptively chosen rounds (Mironov 2017, Prop. 1), so the releases r = 1 … R ma
 (λ, Σ_r λ/2·(1/z_r² + 1/z_g,r²))-RDP — each release with the parameters it actually used
 (:func:`composed_epsilon`); that is converted to (ε, δ) with Opacus's RDP conversion. Every release counts,
 including a round re-run after a crash (its first model may already have reached the clients): the server logs a
-release before the model leaves it (:mod:`server.checkpoint`). **No amplification by sampling is claimed**: a
+release before the model leaves it (:mod:`fedprint.server.checkpoint`). **No amplification by sampling is claimed**: a
 client that is not in a round's cohort is charged as if it had been (sampling can only lower the true ε).
 A mechanism that calibrated σ to 2C/m (the uniform 1/m average) while α_i > 1/m would under-noise client i by the
 factor α_i·m — exactly what Flower's ``DifferentialPrivacyServerSideFixedClipping`` does (σ = z·C/m) when it wraps

@@ -4,7 +4,7 @@ Pipeline for a gray uint8 image I (client side, before training):
 
 1. **Sharpen** (Eq. 8): Gaussian high-pass H = 1 − exp(−D²/(2·D0²)) on the centred spectrum (:func:`sharpen`).
 2. **Minutiae** by crossing number (Eq. 9) on the sharpened image, dropping those closer than T_d to the
-   foreground border (:func:`data.minutiae.extract_minutiae`).
+   foreground border (:func:`fedprint.data.minutiae.extract_minutiae`).
 3. **Noise and difference** (Eq. 10): I_noisy = I + N(0, σ²) on a disk of radius r around every minutia
    (elsewhere I), I_diff = I − β·I_noisy (:func:`apply_difference`). As in the paper, I is the *original*
    image; the sharpened image only serves minutiae extraction. So β = 0 returns I unchanged.
@@ -210,7 +210,7 @@ def to_uint8(i_diff: np.ndarray) -> np.ndarray:
 
 
 def _default_extractor() -> Callable[..., np.ndarray]:
-    from data.minutiae import extract_minutiae
+    from fedprint.data.minutiae import extract_minutiae
 
     return extract_minutiae
 
@@ -238,7 +238,7 @@ def fpdfsn(
         Source of the Gaussian noise (an int seeds a new generator).
     extractor : callable, optional
         ``extractor(uint8 image, border=T_d) -> (n, 4)`` minutiae table; default
-        :func:`data.minutiae.extract_minutiae` (crossing number, Eq. 9).
+        :func:`fedprint.data.minutiae.extract_minutiae` (crossing number, Eq. 9).
 
     Returns
     -------

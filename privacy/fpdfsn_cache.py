@@ -1,6 +1,6 @@
 """Memory + disk cache of FP-DFSN outputs, so repeated federated rounds do not recompute them.
 
-Key = SHA-256 over (image shape, dtype and bytes, :class:`~privacy.fpdfsn.FPDFSNParams` as JSON, seed, name of
+Key = SHA-256 over (image shape, dtype and bytes, :class:`~fedprint.privacy.fpdfsn.FPDFSNParams` as JSON, seed, name of
 the compute function). The noise generator for an entry is seeded with ``[seed, first 8 bytes of the image
 hash]``, so the same ``seed`` used for a whole dataset still gives each distinct image its own noise, while
 the output is a pure function of (image, params, seed) — independent of call order and of the cache.
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from data.atomic_io import temp_file_beside
-from privacy.fpdfsn import FPDFSNParams, FPDFSNResult, _check_image, fpdfsn
+from fedprint.data.atomic_io import temp_file_beside
+from fedprint.privacy.fpdfsn import FPDFSNParams, FPDFSNResult, _check_image, fpdfsn
 
 #: Bumped when the stored format or the FP-DFSN computation changes, so stale entries are not reused.
 CACHE_VERSION = 1
@@ -41,14 +41,14 @@ def derived_rng(image_digest: str, seed: int) -> np.random.Generator:
 
 
 class FPDFSNCache:
-    """Cache of :func:`~privacy.fpdfsn.fpdfsn` results keyed by (image content, params, seed).
+    """Cache of :func:`~fedprint.privacy.fpdfsn.fpdfsn` results keyed by (image content, params, seed).
 
     Parameters
     ----------
     directory : str or Path or None
         Where ``.npz`` entries are stored (created if missing); ``None`` = in-memory only.
     compute : callable, optional
-        ``compute(image, params, rng) -> FPDFSNResult``; default :func:`~privacy.fpdfsn.fpdfsn`. Its qualified
+        ``compute(image, params, rng) -> FPDFSNResult``; default :func:`~fedprint.privacy.fpdfsn.fpdfsn`. Its qualified
         name is part of the key.
     max_memory_entries : int or None
         Bound on the in-memory dict (oldest entries evicted first); ``None`` = unbounded.

@@ -22,10 +22,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from data.record import BIFURCATION  # noqa: E402
-from privacy.fpdfsn import FPDFSNParams, _check_image, invert_fpdfsn, sharpen, to_uint8  # noqa: E402
-from privacy.fpdfsn_cache import FPDFSNCache  # noqa: E402
-from privacy.similarity import image_similarity, psnr  # noqa: E402
+from fedprint.data.record import BIFURCATION  # noqa: E402
+from fedprint.privacy.fpdfsn import FPDFSNParams, _check_image, invert_fpdfsn, sharpen, to_uint8  # noqa: E402
+from fedprint.privacy.fpdfsn_cache import FPDFSNCache  # noqa: E402
+from fedprint.privacy.similarity import image_similarity, psnr  # noqa: E402
 
 
 def _label(sim: dict) -> str:
@@ -56,7 +56,7 @@ def fpdfsn_figure(
     out_png : path
         Output PNG (parent directories are created).
     seed : int
-        Seed; noise is drawn exactly as :class:`~privacy.fpdfsn_cache.FPDFSNCache` would for (image, seed).
+        Seed; noise is drawn exactly as :class:`~fedprint.privacy.fpdfsn_cache.FPDFSNCache` would for (image, seed).
     dpi : int
         Resolution of the saved PNG (dots per inch of the 15-inch-wide figure); default 110.
 

@@ -4,7 +4,8 @@ Budget unit. The budget is **per finger identity** (``unit``, e.g. ``"casia-0001
 guarantee: every finger of the institution may spend up to ``total_epsilon`` (and ``total_delta``) where ε is
 measured under "two datasets differing in everything this finger contributes". A mechanism whose own
 neighbouring relation is smaller (one pixel, one minutia) is charged its finger-level ε by group privacy — the
-caller converts (see :mod:`privacy.publish.finger_level`) and records both the stated and the finger-level ε with
+caller converts (see :mod:`fedprint.privacy.publish.finger_level`) and records both the stated and the finger-level ε
+with
 the relation; the ledger adds finger-level ε only, so it never adds per-pixel ε to per-minutia ε.
 
 Composition rules applied when charging a release of (ε, δ) that names ``units`` (one entry per part):
@@ -50,8 +51,9 @@ are what the budget checks add up — sums are never read from the file); a fing
 over the stored cap. What validation cannot catch: a holder who rewrites the whole file consistently (a larger
 cap, a release deleted at the end) — the ledger is the data holder's own record, not a proof to a third party.
 
-No personal data from file names. Releases made through :mod:`privacy.publish.release` record
-``content_sha256``, the SHA-256 of the released image's pixels (:func:`privacy.publish.release.content_digest`),
+No personal data from file names. Releases made through :mod:`fedprint.privacy.publish.release` record
+``content_sha256``, the SHA-256 of the released image's pixels
+(:func:`fedprint.privacy.publish.release.content_digest`),
 not the input path (SOCOFing-style names encode subject, sex, hand and finger): the holder recomputes the digest
 of a file to find the releases that read it. The ``units`` are the finger identities the holder chose; use
 pseudonyms there too.

@@ -3,8 +3,9 @@
 For every mechanism x variant x ε, each probe impression (impression 1 of a finger) is published and the release
 is compared with the original and with the unprotected gallery (impression 0 of every finger):
 
-(a) minutiae retained — the fraction of the original probe's minutiae (:func:`data.minutiae.extract_minutiae`)
-    matched one-to-one within ``tolerance`` px (:func:`data.realism.match_points`) by the minutiae extracted from
+(a) minutiae retained — the fraction of the original probe's minutiae (:func:`fedprint.data.minutiae.extract_minutiae`)
+    matched one-to-one within ``tolerance`` px (:func:`fedprint.data.realism.match_points`) by the minutiae extracted
+    from
     the released image, or by the released point set itself for point-set mechanisms (Liu, Zhi et al.'s matching
     rate); minutiae precision — the fraction of the *released* minutiae so matched (the closest reading of their
     "matching accuracy": how many of the points a matcher sees in the release are real);
@@ -40,13 +41,13 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from data.minutiae import extract_minutiae
-from data.realism import match_points
-from data.record import FingerprintRecord
-from models.metrics import eer
-from privacy.publish import registry
-from privacy.publish.base import VARIANTS
-from privacy.similarity import psnr, ssim
+from fedprint.data.minutiae import extract_minutiae
+from fedprint.data.realism import match_points
+from fedprint.data.record import FingerprintRecord
+from fedprint.models.metrics import eer
+from fedprint.privacy.publish import registry
+from fedprint.privacy.publish.base import VARIANTS
+from fedprint.privacy.similarity import psnr, ssim
 
 NOT_RUN = "not run"
 NOT_APPLICABLE = "n/a"
@@ -86,10 +87,10 @@ def split_gallery_probes(records: Sequence[FingerprintRecord], n_images: int | N
 
 
 class SiameseScorer:
-    """Embedding distances of a FedPrint model file (``model_<method>.pt``, :mod:`models.model_file`)."""
+    """Embedding distances of a FedPrint model file (``model_<method>.pt``, :mod:`fedprint.models.model_file`)."""
 
     def __init__(self, checkpoint: str | Path) -> None:
-        from models.model_file import load_model
+        from fedprint.models.model_file import load_model
 
         self.model = load_model(checkpoint)
 
@@ -97,7 +98,7 @@ class SiameseScorer:
         """Embeddings of images at resolution ``dpi`` (one value or one per image; None: working resolution)."""
         import torch
 
-        from models.preprocess import to_tensor_batch
+        from fedprint.models.preprocess import to_tensor_batch
 
         with torch.no_grad():
             x = to_tensor_batch(list(images), self.model.spec, dpi)
@@ -172,7 +173,7 @@ def publish_eval(
     records : sequence of FingerprintRecord
         At least two fingers with impression 0 (gallery) and one with impression 1 (probe).
     mechanisms : sequence of str, optional
-        Names from :data:`privacy.publish.registry.MECHANISMS` (default: all available).
+        Names from :data:`fedprint.privacy.publish.registry.MECHANISMS` (default: all available).
     variants : sequence of {"paper", "sound"}
     epsilons : sequence of float
         ε grid (each > 0; a mechanism may still refuse one below its documented minimum — recorded); read in
@@ -338,13 +339,13 @@ class _ClassicalMatcher:
     """afis Bozorth3 scores of released probes vs the gallery (gallery templates computed once)."""
 
     def __init__(self, gallery: list[FingerprintRecord], progress: bool) -> None:
-        from data.realism import afis_templates
+        from fedprint.data.realism import afis_templates
 
         self.gallery = gallery
         self.templates = afis_templates(gallery, progress=progress)
 
     def scores(self, images: list[np.ndarray], probes: list[FingerprintRecord]) -> np.ndarray:
-        from data.realism import afis_templates, matcher_scores
+        from fedprint.data.realism import afis_templates, matcher_scores
 
         recs = [FingerprintRecord(p.identity, p.impression, im, p.domain) for im, p in zip(images, probes,
                                                                                             strict=True)]

@@ -61,7 +61,7 @@ def max_finite_psnr(shape: tuple[int, int]) -> float:
 def psnr(a: np.ndarray, b: np.ndarray, mask: np.ndarray | None = None, data_range: float = DATA_RANGE) -> float:
     """Peak signal-to-noise ratio 10·log10(data_range² / MSE) in dB; ``inf`` for identical images.
 
-    The one PSNR of FedPrint (:mod:`attacks.recon_metrics` calls it with an explicit ``data_range``).
+    The one PSNR of FedPrint (:mod:`fedprint.attacks.recon_metrics` calls it with an explicit ``data_range``).
 
     Parameters
     ----------

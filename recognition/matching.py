@@ -1,10 +1,11 @@
 """Using a trained verifier: 1:1 verification, evaluation on a dataset, 1:N identification.
 
-All three embed images through the model's own input pipeline (:class:`models.preprocess.InputSpec` stored in
+All three embed images through the model's own input pipeline (:class:`fedprint.models.preprocess.InputSpec` stored in
 the model file) at each image's resolution (``dpi``), and compare unit-norm embeddings by Euclidean distance
 (Yan et al. 2025 Eq. 2: match iff distance <= threshold). The similarity ``score = 1 - distance / 2`` lies in [0, 1].
 
-Every image first passes the print-quality gate of :mod:`recognition.quality` (``min_quality``; 0 turns it off):
+Every image first passes the print-quality gate of :mod:`fedprint.recognition.quality` (``min_quality``; 0 turns it
+off):
 a blank, flat, tiny or noise image is refused with a message naming it, never scored — or, with ``skip_bad``,
 left out and reported. Non-finite thresholds and embeddings (a model with NaN weights) are refused.
 
@@ -29,10 +30,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from data.pairs import PairSet
-from data.record import FingerprintRecord
-from models.device import current_device, on_device
-from models.metrics import (
+from fedprint.data.pairs import PairSet
+from fedprint.data.record import FingerprintRecord
+from fedprint.models.device import current_device, on_device
+from fedprint.models.metrics import (
     eer,
     fnmr_at_fmr,
     pair_cosines,
@@ -41,18 +42,19 @@ from models.metrics import (
     threshold_at_fmr,
     verification_metrics,
 )
-from models.model_file import VerifierModel
-from models.preprocess import to_tensor_batch
-from recognition.minutiae_fusion import fused_scores, minutiae_fusion_of, minutiae_scores
-from recognition.quality import MIN_QUALITY, check_quality, print_quality
+from fedprint.models.model_file import VerifierModel
+from fedprint.models.preprocess import to_tensor_batch
+from fedprint.recognition.minutiae_fusion import fused_scores, minutiae_fusion_of, minutiae_scores
+from fedprint.recognition.quality import MIN_QUALITY, check_quality, print_quality
 
 PROTOCOLS = ("fvc", "all")
 #: Operating points :func:`evaluate` reports thresholds for: name -> target FMR (None: the EER point), and the
 #: fewest impostor pairs that resolve the target.
 OPERATING_POINTS = {"eer": (None, 1), "fmr_1%": (0.01, 100), "fmr_0.1%": (0.001, 1000)}
 #: Pair scores :func:`evaluate` can use: the embedding distance; the embedding and the dense match of the
-#: feature map fused with the weights the model file stores (:mod:`models.dense_match`); or the embedding and a
-#: classical minutiae matcher fused by the z-score sum the model file stores (:mod:`recognition.minutiae_fusion`).
+#: feature map fused with the weights the model file stores (:mod:`fedprint.models.dense_match`); or the embedding and a
+#: classical minutiae matcher fused by the z-score sum the model file stores
+#(:mod:`fedprint.recognition.minutiae_fusion`).
 SCORES = ("global", "fused", "minutiae")
 #: Scores whose "distance" is −(a fused score), each with the model-file calibration that holds its threshold.
 FUSED_SCORES = ("fused", "minutiae")
@@ -78,7 +80,7 @@ def model_inputs(model: VerifierModel, records: Sequence[FingerprintRecord], bat
 def _similarities(model: VerifierModel, inputs: torch.Tensor, a, b, *, radius: int, min_overlap: int,
                   angles: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     """(−embedding distance, dense match) of the pairs (a[k], b[k]) of network ``inputs`` (one feature pass)."""
-    from models import dense_match
+    from fedprint.models import dense_match
 
     features = dense_match.print_features(model.encoder, inputs, tuple(angles))
     return dense_match.pair_similarities(features, a, b, radius=radius, min_overlap=min_overlap)
@@ -86,7 +88,7 @@ def _similarities(model: VerifierModel, inputs: torch.Tensor, a, b, *, radius: i
 
 def pair_similarities(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet, *,
                       radius: int, min_overlap: int, angles: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-    """(−embedding distance, dense match) of each pair (:mod:`models.dense_match`); both higher = same finger.
+    """(−embedding distance, dense match) of each pair (:mod:`fedprint.models.dense_match`); both higher = same finger.
 
     Runs on the CPU: the dense match compares every cell pair of the two feature maps at each searched shift.
     """
@@ -96,7 +98,7 @@ def pair_similarities(model: VerifierModel, records: Sequence[FingerprintRecord]
 
 def _fused_distances(model: VerifierModel, inputs: torch.Tensor, a, b) -> np.ndarray:
     """−(global + dense score) of the pairs (a[k], b[k]) of network ``inputs``, with the model's calibration."""
-    from models.dense_match import fused_scores, search_of
+    from fedprint.models.dense_match import fused_scores, search_of
 
     cal = score_fusion_of(model)
     return -fused_scores(cal, *_similarities(model, inputs, a, b, **search_of(cal)))
@@ -130,7 +132,7 @@ def quality_gate(records: Sequence[FingerprintRecord], min_quality: float = MIN_
                  report: list | None = None) -> tuple[list[FingerprintRecord], np.ndarray]:
     """Records that hold a fingerprint (quality >= ``min_quality``) and their qualities.
 
-    ``skip_bad`` False: the first image below the gate raises :class:`recognition.quality.LowQualityError`
+    ``skip_bad`` False: the first image below the gate raises :class:`fedprint.recognition.quality.LowQualityError`
     naming its file. True: such images are left out, each appended to ``report`` as ``(source, reason)``.
     """
     names = [r.source or r.key for r in records]
@@ -150,7 +152,7 @@ def quality_gate(records: Sequence[FingerprintRecord], min_quality: float = MIN_
 def embed_images(model: VerifierModel, images: Sequence[np.ndarray], dpis: Sequence[float | None],
                  batch_size: int = 64) -> np.ndarray:
     """Unit-norm embeddings (N, d) of uint8 grayscale images at resolutions ``dpis``, computed on
-    :func:`models.device.current_device` (images are prepared on the CPU)."""
+    :func:`fedprint.models.device.current_device` (images are prepared on the CPU)."""
     dev = current_device()
     model.encoder.eval()
     out = []
@@ -175,7 +177,8 @@ def verify(model: VerifierModel, a: np.ndarray, b: np.ndarray, *, dpi_a: float |
     = −score, and the threshold (a distance, like ``threshold``) defaults to minus the model's threshold for that
     score. Match iff distance <= threshold.
 
-    Raises :class:`recognition.quality.LowQualityError` (naming ``names``) when an image is below ``min_quality``.
+    Raises :class:`fedprint.recognition.quality.LowQualityError` (naming ``names``) when an image is below
+    ``min_quality``.
     """
     t = decision_threshold(model, threshold, score)
     if t is None:
@@ -241,7 +244,7 @@ def capped_impostors(pairs: PairSet, max_impostors: int | None, seed: int = 0) -
 def minutiae_parts(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet, *, cache=None,
                    progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(embedding cosine, minutiae-matcher score) of each pair: the two scores ``--score minutiae`` fuses
-    (:mod:`recognition.minutiae_fusion`; the matcher's scores kept in the folder ``cache`` if given)."""
+    (:mod:`fedprint.recognition.minutiae_fusion`; the matcher's scores kept in the folder ``cache`` if given)."""
     cos = pair_cosines(embed_images(model, [r.image for r in records], [r.dpi for r in records]), pairs)
     return cos, minutiae_scores(records, pairs, cache=cache, progress=progress)
 
@@ -249,7 +252,7 @@ def minutiae_parts(model: VerifierModel, records: Sequence[FingerprintRecord], p
 def _minutiae_fused(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet, *,
                     cache=None, progress: bool = True, parts: dict | None = None) -> np.ndarray:
     """The embedding + minutiae-matcher z-score sum of each pair with the model's calibration
-    (:mod:`recognition.minutiae_fusion`); ``parts`` (if given) receives the two scores it fused."""
+    (:mod:`fedprint.recognition.minutiae_fusion`); ``parts`` (if given) receives the two scores it fused."""
     cal = minutiae_fusion_of(model)
     cos, minutiae = minutiae_parts(model, records, pairs, cache=cache, progress=progress)
     if parts is not None:
@@ -274,7 +277,7 @@ def evaluate(model: VerifierModel, records: Sequence[FingerprintRecord], protoco
     ``score``: ``"global"`` (default) compares embeddings; ``"fused"`` adds the dense match of the feature maps
     (:func:`fused_distances`; the "distances" are then −fused score and the model's threshold is its fused one);
     ``"minutiae"`` adds a classical minutiae matcher by the z-score sum the model stores
-    (:mod:`recognition.minutiae_fusion`; its scores kept in the folder ``minutiae_cache`` if given), and the
+    (:mod:`fedprint.recognition.minutiae_fusion`; its scores kept in the folder ``minutiae_cache`` if given), and the
     metrics then also hold ``eer_cosine`` / ``eer_minutiae`` (and FNMR @ FMR 1 %) of each score alone.
     ``max_impostors``: score every genuine pair and at most this many impostor pairs drawn with ``seed``
     (:func:`capped_impostors`; default all).

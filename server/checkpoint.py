@@ -13,7 +13,7 @@ killed at, ``state.json`` points to a complete model; older arrays files are del
 ``dp_releases.json`` is not rolled back by a resume: Flower sends round t's model to the clients (evaluation)
 before round t's checkpoint exists, so a run killed in that window re-runs round t with fresh noise — a second
 release of the same data. Each release is appended here (atomically) before its model leaves the server, and the
-accountant composes every entry (:meth:`server.dp_affr.DPAFFR.accounting`).
+accountant composes every entry (:meth:`fedprint.server.dp_affr.DPAFFR.accounting`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord
 
-from data.atomic_io import atomic_write_bytes, write_json
+from fedprint.data.atomic_io import atomic_write_bytes, write_json
 
 FORMAT = "fedprint-checkpoint/1"
 RELEASES_FORMAT = "fedprint-dp-releases/1"

@@ -1,6 +1,6 @@
 """AFFR (and FedAvg) with client-level differential privacy that holds for the weights actually used.
 
-:class:`DPAFFR` is :class:`server.affr.AFFR` with the mechanism of :mod:`privacy.client_dp`:
+:class:`DPAFFR` is :class:`fedprint.server.affr.AFFR` with the mechanism of :mod:`fedprint.privacy.client_dp`:
 
 * **Cohort fixed before replies.** ``configure_train`` fixes the round's cohort — the nodes the round is sent to,
   chosen by Flower's sampler from the connected nodes, never from data — and with it m, the cap c/m, each member's
@@ -21,10 +21,10 @@
   *before* the model is returned to Flower (which sends it to the clients for evaluation before the round's
   checkpoint exists). The ServerApp writes it to the run directory at once (:func:`server.checkpoint.
   append_release`), so a round re-run after a crash in that window counts twice. :meth:`DPAFFR.accounting`
-  composes the recorded releases (:func:`privacy.client_dp.composed_epsilon`); a resume with different ``[dp]``
+  composes the recorded releases (:func:`fedprint.privacy.client_dp.composed_epsilon`); a resume with different ``[dp]``
   settings is refused, naming the difference (:meth:`DPAFFR.load_state_dict`).
 
-The proof and what is not protected are in :mod:`privacy.client_dp`. Noise comes from OS entropy (``secrets``)
+The proof and what is not protected are in :mod:`fedprint.privacy.client_dp`. Noise comes from OS entropy (``secrets``)
 and is never stored; tests inject a generator through ``rng``.
 """
 
@@ -41,9 +41,9 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 
-from privacy.client_dp import cap_weights, composed_epsilon, dp_weighted_sum, noisy_gaps
-from privacy.delta import delta_rule
-from server.affr import AFFR, step_size
+from fedprint.privacy.client_dp import cap_weights, composed_epsilon, dp_weighted_sum, noisy_gaps
+from fedprint.privacy.delta import delta_rule
+from fedprint.server.affr import AFFR, step_size
 
 #: Reason recorded for a cohort member that sent no reply before the round's time-out.
 NO_REPLY = "no reply (time-out, lost node or crash)"
@@ -71,7 +71,7 @@ class DPAFFR(AFFR):
     Parameters
     ----------
     num_rounds, step, gap_key, **fedavg_kwargs
-        As :class:`server.affr.AFFR` (``step = 0``: DP-FedAvg with uniform weights).
+        As :class:`fedprint.server.affr.AFFR` (``step = 0``: DP-FedAvg with uniform weights).
     noise_multiplier : float
         z of the model release (> 0).
     gap_noise_multiplier : float or None
@@ -246,7 +246,8 @@ class DPAFFR(AFFR):
                 if stored.get(k) != v]
 
     def restore_releases(self, releases: list[dict[str, Any]]) -> None:
-        """Take over the releases a run directory logged (:func:`server.checkpoint.load_releases`), refusing any
+        """Take over the releases a run directory logged (:func:`fedprint.server.checkpoint.load_releases`), refusing
+        any
         made with other ``[dp]`` settings."""
         for r in releases:
             diff = self._settings_diff(r)

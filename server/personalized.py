@@ -1,7 +1,8 @@
 """Server side of the personalised baselines of Yan et al. 2025 Table 4: FedALA, FedDBE, FedAS.
 
 All three are FedAvg on the server, plus what each paper adds there; the client side is in
-:mod:`client.personalized`. Each strategy names its method in every train / evaluate config (``method``), so one
+:mod:`fedprint.client.personalized`. Each strategy names its method in every train / evaluate config (``method``), so
+one
 ClientApp serves every method. Clients evaluate their *personalised* models; the global model these strategies
 hold is what ``model.pt`` exports (and what unseen-domain and real-sample evaluations score).
 

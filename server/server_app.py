@@ -1,8 +1,8 @@
 """FedPrint Flower ServerApp: AFFR or a Flower baseline strategy, per-round checkpoints, logs and resume.
 
-The strategy is chosen by name (run config ``strategy``): ``"affr"`` (:class:`server.affr.AFFR`), ``"fedavg"``
+The strategy is chosen by name (run config ``strategy``): ``"affr"`` (:class:`fedprint.server.affr.AFFR`), ``"fedavg"``
 and ``"fedprox"`` (Flower's own ``FedAvg`` / ``FedProx``; μ from ``proximal-mu``), and the personalised
-baselines ``"fedala"``, ``"feddbe"``, ``"fedas"`` (:mod:`server.personalized`; their clients evaluate their own
+baselines ``"fedala"``, ``"feddbe"``, ``"fedas"`` (:mod:`fedprint.server.personalized`; their clients evaluate their own
 personalised models, the exported ``model.pt`` is the global one). Every strategy is wrapped
 by :class:`RoundRecorder`, which records each node's train / evaluate reply (metrics, identity, errors,
 missing replies) without changing what the strategy aggregates.
@@ -10,14 +10,15 @@ missing replies) without changing what the strategy aggregates.
 After every round (Flower's ``evaluate_fn`` hook, called once the round's client evaluation is done) the app
 writes atomically into its run directory:
 
-* ``checkpoint/`` — global arrays + strategy state (AFFR ``state_dict``) + the round log (:mod:`server.checkpoint`);
+* ``checkpoint/`` — global arrays + strategy state (AFFR ``state_dict``) + the round log
+(:mod:`fedprint.server.checkpoint`);
 * ``clients.csv`` — one row per (round, node): gap, α_i, val accuracies, loss, test metrics, status;
 * ``rounds.csv`` / ``rounds.json`` — one row per round: mean test accuracy / EER, replies, timings;
 * ``final.json`` (at the end) — the final global model's per-client test metrics and failed / dropped nodes.
 
 A run directory that already holds a checkpoint is resumed (run config ``resume = true``, the default): the
 global model and the AFFR state are restored and only the remaining rounds run (numbered on from the
-checkpoint). Run config keys (flat, all optional): see :class:`fedprint_config.app.ServerSettings`.
+checkpoint). Run config keys (flat, all optional): see :class:`fedprint.config.app.ServerSettings`.
 """
 
 from __future__ import annotations
@@ -36,18 +37,18 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg, FedProx
 
-from data.atomic_io import atomic_write_bytes, write_csv, write_json
-from fedprint_config import PERSONALIZED, FederationConfig
-from fedprint_config.app import ServerSettings, experiment, server_settings
-from fedprint_config.experiment import DPSection
-from fedprint_config.provenance import provenance
-from fedprint_config.rundir import new_run_dir
-from models.model_file import model_bytes, weighted_threshold
-from privacy.client_dp import calibrate
-from server.affr import AFFR
-from server.checkpoint import append_release, load_checkpoint, load_releases, save_checkpoint
-from server.dp_affr import DPAFFR
-from server.personalized import FedALA, FedAS, FedDBE
+from fedprint.config import PERSONALIZED, FederationConfig
+from fedprint.config.app import ServerSettings, experiment, server_settings
+from fedprint.config.experiment import DPSection
+from fedprint.config.provenance import provenance
+from fedprint.config.rundir import new_run_dir
+from fedprint.data.atomic_io import atomic_write_bytes, write_csv, write_json
+from fedprint.models.model_file import model_bytes, weighted_threshold
+from fedprint.privacy.client_dp import calibrate
+from fedprint.server.affr import AFFR
+from fedprint.server.checkpoint import append_release, load_checkpoint, load_releases, save_checkpoint
+from fedprint.server.dp_affr import DPAFFR
+from fedprint.server.personalized import FedALA, FedAS, FedDBE
 
 STRATEGIES = ("affr", "fedavg", "fedprox", "fedala", "feddbe", "fedas")
 
@@ -161,7 +162,8 @@ class RecordedFedAS(RoundRecorder, FedAS):
 def build_strategy(name: str, *, num_rounds: int, step: float, proximal_mu: float, fed: FederationConfig,
                    min_nodes: int, dp: DPSection | None = None) -> RoundRecorder:
     """The named strategy (see module docstring), recording its rounds. With ``[dp] level = "client"`` FedAvg and
-    AFFR become :class:`server.dp_affr.DPAFFR` (FedAvg = uniform weights, no gap release); FedProx is refused."""
+    AFFR become :class:`fedprint.server.dp_affr.DPAFFR` (FedAvg = uniform weights, no gap release); FedProx is
+    refused."""
     common = {"fraction_train": fed.fraction_train, "fraction_evaluate": fed.fraction_evaluate,
               "min_train_nodes": min_nodes, "min_evaluate_nodes": min_nodes, "min_available_nodes": min_nodes}
     if dp is not None and dp.enabled and dp.level == "client":
@@ -240,7 +242,7 @@ def make_server_app(defaults: Mapping[str, Any] | None = None,
     Parameters
     ----------
     defaults : mapping, optional
-        Run-config keys (see :class:`fedprint_config.app.ServerSettings`) taking precedence over the Flower
+        Run-config keys (see :class:`fedprint.config.app.ServerSettings`) taking precedence over the Flower
         run config; both are converted and validated once, into a ``ServerSettings``, when the app starts.
     on_round : callable, optional
         Called after each round's checkpoint with the round summary and the per-node rows (progress display).
@@ -337,7 +339,7 @@ def run_federation(grid: Grid, conf: ServerSettings,
 
 def release_manifest(privacy: dict[str, Any], *, exported: bool, threshold: float | None) -> dict[str, Any]:
     """``released.json`` of a client-level DP run: what is released under DP and what is a server-internal record
-    that DP does not protect (the split :mod:`privacy.client_dp` proves)."""
+    that DP does not protect (the split :mod:`fedprint.privacy.client_dp` proves)."""
     thr = (f"the user-set [dp] threshold {threshold:g} (public)" if threshold is not None
            else "none (a threshold fitted on client data would be a release without DP)")
     return {
@@ -357,10 +359,11 @@ def release_manifest(privacy: dict[str, Any], *, exported: bool, threshold: floa
 
 def export_global_model(path: Path, arrays: ArrayRecord, cfg: Any, rounds: list[dict[str, Any]], *, method: str,
                         final: dict[str, Any]) -> Path:
-    """The final global model as a FedPrint model file (:mod:`models.model_file`).
+    """The final global model as a FedPrint model file (:mod:`fedprint.models.model_file`).
 
     Its threshold is the mean of the clients' own validation thresholds from the last round's evaluation,
-    weighted by their validation pairs (:func:`models.model_file.weighted_threshold`): the server holds no data.
+    weighted by their validation pairs (:func:`fedprint.models.model_file.weighted_threshold`): the server holds no
+    data.
     Personalised methods export no threshold (their clients validated their own models, not this one). A
     client-level DP run exports only DP-released content: the noisy weights, the user's public ``[dp] threshold``
     (or none) and the guarantee — no client threshold, no per-client metric.
@@ -424,5 +427,5 @@ def write_final(run_dir: Path, name: str, rounds: list[dict[str, Any]],
     return final
 
 
-#: The app ``flwr run .`` loads (``[tool.flwr.app.components] serverapp = "server.server_app:app"``).
+#: The app ``flwr run .`` loads (``[tool.flwr.app.components] serverapp = "fedprint.server.server_app:app"``).
 app = make_server_app()

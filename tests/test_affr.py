@@ -23,8 +23,8 @@ from flwr.app import (
     RecordDict,
 )
 
-from server.affr import AFFR, step_size, update_weights
-from server.reply_checks import check_reply
+from fedprint.server.affr import AFFR, step_size, update_weights
+from fedprint.server.reply_checks import check_reply
 
 SHAPES = {"conv.weight": ((2, 3), np.float32), "fc.bias": ((4,), np.float64), "bn.count": ((), np.int64)}
 

@@ -1,4 +1,4 @@
-"""models.alignment: the learned rotation-and-shift aligner, and [model] align = true."""
+"""fedprint.models.alignment: the learned rotation-and-shift aligner, and [model] align = true."""
 
 import math
 
@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from client.trainer import train_siamese
-from data.pairs import PairSet
-from fedprint_config.experiment import parse_config
-from fedprint_config.train import TrainConfig
-from models.alignment import RigidAligner
-from models.model_file import load_model, pretrained_path
-from models.siamese import CompactEncoder
+from fedprint.config.experiment import parse_config
+from fedprint.config.train import TrainConfig
+from fedprint.data.pairs import PairSet
+from fedprint.models.alignment import RigidAligner
+from fedprint.models.model_file import load_model, pretrained_path
+from fedprint.models.siamese import CompactEncoder
+from fedprint.training.trainer import train_siamese
 
 
 def _images(n=4, size=32, seed=0):
@@ -85,8 +85,8 @@ def test_minutiae_loss_refuses_an_aligned_encoder():
 
 
 def test_aligned_encoder_trains_and_round_trips_through_a_model_file(tmp_path):
-    from models.model_file import model_bytes
-    from models.preprocess import InputSpec
+    from fedprint.models.model_file import model_bytes
+    from fedprint.models.preprocess import InputSpec
 
     torch.manual_seed(0)
     enc = CompactEncoder(width=4, embedding_dim=8, align=True)

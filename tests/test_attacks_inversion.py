@@ -9,15 +9,15 @@ import pytest
 import torch
 from conftest import stripe_records
 
-from attacks import fpdfsn_inversion as fi
-from attacks import imprint as im
-from attacks import recon_metrics as rm
-from attacks.inversion import dlg_attack, inverting_gradients_attack, pair_gradients
-from attacks.inversion_audit import run_inversion_audit, save_grid
-from client.local_data import build_client_data
-from models.preprocess import InputSpec, to_tensor_batch
-from models.siamese import build_encoder
-from privacy.fpdfsn import FPDFSNParams, fpdfsn
+from fedprint.attacks import fpdfsn_inversion as fi
+from fedprint.attacks import imprint as im
+from fedprint.attacks import recon_metrics as rm
+from fedprint.attacks.inversion import dlg_attack, inverting_gradients_attack, pair_gradients
+from fedprint.attacks.inversion_audit import run_inversion_audit, save_grid
+from fedprint.models.preprocess import InputSpec, to_tensor_batch
+from fedprint.models.siamese import build_encoder
+from fedprint.privacy.fpdfsn import FPDFSNParams, fpdfsn
+from fedprint.training.local_data import build_client_data
 
 S = 32
 
@@ -153,7 +153,7 @@ def test_lpips_without_weights_says_unavailable(tmp_path, monkeypatch):
 
 
 def test_lpips_with_weights_is_zero_on_identical_and_positive_on_different_images():
-    from privacy.similarity import alexnet_checkpoint_path
+    from fedprint.privacy.similarity import alexnet_checkpoint_path
 
     if not alexnet_checkpoint_path().is_file():
         pytest.skip(f"ImageNet AlexNet weights not at {alexnet_checkpoint_path()} (FedPrint never downloads them)")
@@ -164,7 +164,7 @@ def test_lpips_with_weights_is_zero_on_identical_and_positive_on_different_image
 
 
 def _master_image(identity: int, size: int = 96) -> np.ndarray:
-    from data.synth.master import make_master
+    from fedprint.data.synth.master import make_master
 
     m = make_master(identity, seed=7, size=(size, size), pattern_prior={"whorl": 1.0, "left_loop": 1.0})
     img = np.where(m.mask, 255.0 - (m.ridges + 1.0) * 127.5, 255.0)

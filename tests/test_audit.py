@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from attacks import audit
-from data.stripes import stripe_records, write_generic
-from fedprint_cli import main
-from fedprint_config import parse_config
-from lab.train_run import run_training
+from fedprint.attacks import audit
+from fedprint.cli.main import main
+from fedprint.config import parse_config
+from fedprint.data.stripes import stripe_records, write_generic
+from fedprint.lab.train_run import run_training
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,7 @@ def test_synthetic_population_is_deterministic_and_disjoint():
 
 @pytest.mark.slow
 def test_audit_imprint_table5_leaves_run_unchanged(tiny_run, tmp_path):
-    pytest.importorskip("attacks.inversion_audit")
+    pytest.importorskip("fedprint.attacks.inversion_audit")
     before = audit.hash_tree(tiny_run)
     out = audit.run_audit(tiny_run, attacks=["imprint"], out=tmp_path / "aud", quick=True)
     assert audit.hash_tree(tiny_run) == before
@@ -127,7 +127,7 @@ def test_load_run_reads_a_simulate_run(tiny_run, tmp_path):
     """A `fedprint simulate` layout: config.json {"experiment", "rounds"} + <method>/checkpoint/ arrays."""
     import numpy as np
 
-    from models.siamese import new_encoder
+    from fedprint.models.siamese import new_encoder
 
     info = audit.load_run(tiny_run)
     sim = tmp_path / "sim"
@@ -148,7 +148,7 @@ def test_load_run_reads_a_simulate_run(tiny_run, tmp_path):
 
 def test_interrupted_audit_keeps_finished_parts_and_resumes(tiny_run, tmp_path, monkeypatch):
     """Each part is saved when it finishes; a stop loses only the part in progress; the same --out resumes."""
-    from attacks import membership_study as ms
+    from fedprint.attacks import membership_study as ms
 
     settings = audit.AuditSettings(shadow_models=2, epochs=1, input_size=32, dp_epsilons=(),
                                    max_pairs_per_epoch=60, shadow_fingers=2)
@@ -189,8 +189,8 @@ def test_client_dp_canary_audit_of_a_dp_run(tiny_run, tmp_path):
     """`--attacks client-dp` audits every client-level DP method of a simulate run with its own z, C and α."""
     import numpy as np
 
-    from models.siamese import new_encoder
-    from privacy.client_dp import calibrate, client_epsilon
+    from fedprint.models.siamese import new_encoder
+    from fedprint.privacy.client_dp import calibrate, client_epsilon
 
     info = audit.load_run(tiny_run)
     sim = tmp_path / "sim"
@@ -220,7 +220,7 @@ def test_inversion_on_a_ridge_normalised_run_is_refused_before_any_work(tiny_run
     import json
     import shutil
 
-    from attacks.recon_metrics import check_invertible
+    from fedprint.attacks.recon_metrics import check_invertible
 
     check_invertible("standardize")
     check_invertible("unit_range")

@@ -1,11 +1,11 @@
-"""models.augment: shapes, seeding, each part acts, disabled = identity."""
+"""fedprint.models.augment: shapes, seeding, each part acts, disabled = identity."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from models.augment import AugmentSpec, augment
+from fedprint.models.augment import AugmentSpec, augment
 
 
 def _batch() -> torch.Tensor:
@@ -66,7 +66,7 @@ def test_sensor_texture_strength_scales_the_change():
 
 
 def test_sensor_texture_pores_whiten_ridges():
-    from models.augment import _spots
+    from fedprint.models.augment import _spots
 
     n, h, w = 2, 64, 64
     m = _spots(n, h, w, torch.tensor([0.0, 0.02]), torch.Generator().manual_seed(0))
@@ -81,7 +81,7 @@ def test_texture_spec_bounds():
 
 
 def test_train_config_augmentation_bounds():
-    from fedprint_config.train import TrainConfig
+    from fedprint.config.train import TrainConfig
 
     assert TrainConfig(texture=0.5, scale_jitter=0.2, translation=0.2, elastic=0.05).texture == 0.5
     for bad in ({"texture": 1.5}, {"texture": -0.1}, {"scale_jitter": 1.0}, {"translation": 1.0},
@@ -92,8 +92,8 @@ def test_train_config_augmentation_bounds():
 
 
 def test_training_augmentation_follows_the_train_config():
-    from client.trainer import augment_spec
-    from fedprint_config.train import TrainConfig
+    from fedprint.config.train import TrainConfig
+    from fedprint.training.trainer import augment_spec
 
     spec = augment_spec(TrainConfig(translation=0.2, scale_jitter=0.1, texture=0.5, elastic=0.04, rotation=10,
                                     window=0.3))

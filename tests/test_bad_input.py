@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import fedprint_cli
+import fedprint.cli.main as fedprint_cli
 
 
 def _setup(tmp: Path) -> dict[str, str]:

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import fedprint_cli
-from data.atomic_io import staged_folder, write_text
-from data.datasets.imread import ImageReadError, read_gray
-from data.synth.limits import MAX_FINGERS, check_size
-from fedprint_config.experiment import parse_config, read_toml
+import fedprint.cli.main as fedprint_cli
+from fedprint.config.experiment import parse_config, read_toml
+from fedprint.data.atomic_io import staged_folder, write_text
+from fedprint.data.datasets.imread import ImageReadError, read_gray
+from fedprint.data.synth.limits import MAX_FINGERS, check_size
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,23 +55,23 @@ class TestLimits:
 
 class TestInterrupts:
     def test_ctrl_c_in_data_synth_says_how_to_resume_and_exits_130(self, capsys, tmp_path, monkeypatch):
-        import data.synth.generate
+        import fedprint.data.synth.generate as generate
 
         def interrupted(*a, **k):
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(data.synth.generate, "generate_dataset", interrupted)
+        monkeypatch.setattr(generate, "generate_dataset", interrupted)
         code, _, err = run(capsys, "data", "synth", "--out", tmp_path / "s", "--fingers", "2")
         assert code == 130
         assert err == "fedprint data: interrupted; run the same command again to resume (finished fingers are kept)\n"
 
     def test_ctrl_c_in_publish_is_one_line_without_a_resume_promise(self, capsys, tmp_path, monkeypatch):
-        import privacy.publish_cli
+        import fedprint.cli.publish as publish_cli
 
         def interrupted(*a, **k):
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(privacy.publish_cli, "read_gray", interrupted)
+        monkeypatch.setattr(publish_cli, "read_gray", interrupted)
         code, _, err = run(capsys, "publish", tmp_path / "a.png", "--mechanism", "pointset", "--epsilon", "1",
                            "-o", tmp_path / "p.json")
         assert code == 130 and err == "fedprint publish: interrupted\n"
@@ -133,12 +133,12 @@ class TestMessages:
         assert code == 2 and "argument --beta: expected one or more" in last and "sigma2" not in last
 
     def test_os_errors_have_no_raw_errno(self, capsys, tmp_path, monkeypatch):
-        import data.synth.generate
+        import fedprint.data.synth.generate as generate
 
         def full(*a, **k):
             raise OSError(28, "No space left on device", str(tmp_path / "s" / "f00000"))
 
-        monkeypatch.setattr(data.synth.generate, "generate_dataset", full)
+        monkeypatch.setattr(generate, "generate_dataset", full)
         code, _, err = run(capsys, "data", "synth", "--out", tmp_path / "s", "--fingers", "2")
         assert code == 2 and "[Errno" not in err and "No space left on device:" in err and "f00000" in err
 
@@ -173,7 +173,7 @@ class TestAuditReport:
                 "attacks": {"yeom_distance": m(0.52), "lira_online": m(online_auc), "lira_offline": m(offline_auc)}}
 
     def test_summary_gives_a_verdict_per_condition(self):
-        from attacks.audit_report import summary_section
+        from fedprint.attacks.audit_report import summary_section
 
         text = summary_section(None, [self._row("none", 0.7, 0.7), self._row("dp", 0.51, 0.5, lo=0.4)], {}, [],
                                ["mia: fp-dfsn"])
@@ -182,12 +182,12 @@ class TestAuditReport:
         assert "`dp`" in text and "no detectable membership signal" in text and "Not finished: mia: fp-dfsn" in text
 
     def test_identical_lira_rows_say_why(self):
-        from attacks.audit_report import lira_identical
+        from fedprint.attacks.audit_report import lira_identical
 
         assert lira_identical([self._row("none", 0.7, 0.7), self._row("dp", 0.6, 0.55)]) == ["none"]
 
     def test_client_dp_audit_of_a_non_dp_run_is_refused(self, tmp_path):
-        from attacks.audit import check_attacks_apply
+        from fedprint.attacks.audit import check_attacks_apply
 
         (tmp_path / "fedavg").mkdir()
         (tmp_path / "fedavg" / "final.json").write_text(json.dumps({"privacy": None}))

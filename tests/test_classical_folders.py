@@ -1,12 +1,12 @@
-"""bench/classical_folders.py on generic folders written here, with the stand-in minutiae matcher of conftest."""
+"""studies/classical_folders.py on generic folders written here, with the stand-in minutiae matcher of conftest."""
 
 from __future__ import annotations
 
 import csv
 
-from bench.classical_folders import main
-from data.stripes import stripe_records, write_generic
-from recognition.matching import protocol_pairs
+from fedprint.data.stripes import stripe_records, write_generic
+from fedprint.recognition.matching import protocol_pairs
+from studies.classical_folders import main
 
 
 def test_scores_each_folder_and_protocol_on_its_own_pairs_and_reuses_the_cache(fake_matcher, tmp_path, capsys):

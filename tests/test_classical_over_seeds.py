@@ -1,4 +1,4 @@
-"""bench/classical_over_seeds.py: a --classical-pairs train experiment over seeds, per sensor."""
+"""studies/classical_over_seeds.py: a --classical-pairs train experiment over seeds, per sensor."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bench.classical_over_seeds import load_runs, main, summary, table
+from studies.classical_over_seeds import load_runs, main, summary, table
 
 
 def _run(tmp_path, seed: int, eers: dict[str, tuple[float, float]]):

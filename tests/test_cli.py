@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-import fedprint_cli
+import fedprint.cli.main as fedprint_cli
 
 
 def test_help_imports_no_subsystem() -> None:
-    code = ("import sys, fedprint_cli; fedprint_cli.build_parser(['--help']); "
-            "print(sorted(m for m in ('torch', 'flwr', 'cv2', 'server', 'client', 'lab', 'recognition', 'privacy', "
-            "'attacks') if m in sys.modules))")
+    code = ("import sys; import fedprint.cli.main as fedprint_cli; fedprint_cli.build_parser(['--help']); "
+            "print(sorted(m for m in ('torch', 'flwr', 'cv2', 'fedprint.server', 'fedprint.client', 'fedprint.lab', "
+            "'fedprint.recognition', 'fedprint.privacy', 'fedprint.attacks') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -55,7 +55,7 @@ def test_bad_files_are_one_line_and_exit_2(tmp_path, capsys):
 def test_log_level_reaches_flower_and_nothing_prints_twice() -> None:
     # Flower resets its logger to DEBUG when imported (after the CLI has configured logging) and has its own
     # console handler: the default level must still hold, and no message may appear twice.
-    code = ("import logging, fedprint_cli; fedprint_cli._configure_logging('warning'); "
+    code = ("import logging; import fedprint.cli.main as fedprint_cli; fedprint_cli._configure_logging('warning'); "
             "from flwr.common.logger import log; "
             "log(logging.DEBUG, 'debug-line'); log(logging.INFO, 'info-line'); log(logging.WARNING, 'warn-line'); "
             "[log(logging.WARNING, 'DEPRECATED FEATURE: old-api') for _ in range(3)]; "
@@ -67,16 +67,16 @@ def test_log_level_reaches_flower_and_nothing_prints_twice() -> None:
 
 
 def test_a_command_whose_package_cannot_be_imported_is_named_not_hidden(monkeypatch, capsys) -> None:
-    # A stale editable install (made before lab/ existed) used to drop `simulate` silently: argparse then said
-    # only "invalid choice". The command must be named with the cure.
+    # A stale editable install (made before a package existed) used to drop `simulate` silently: argparse then
+    # said only "invalid choice". The command must be named with the cure.
     real_import = fedprint_cli.importlib.import_module
 
     def fake_import(name: str, *args):
-        if name == "lab.cli":
-            raise ModuleNotFoundError("No module named 'lab'", name="lab")
+        if name == "fedprint.cli.simulate":
+            raise ModuleNotFoundError("No module named 'fedprint.lab'", name="fedprint.lab")
         return real_import(name, *args)
 
     monkeypatch.setattr(fedprint_cli.importlib, "import_module", fake_import)
     assert fedprint_cli.main(["simulate", "--help"]) == 2
     err = capsys.readouterr().err
-    assert "'simulate'" in err and "'lab'" in err and "reinstall" in err
+    assert "'simulate'" in err and "'fedprint.lab'" in err and "reinstall" in err

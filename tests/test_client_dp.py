@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from attacks.one_run_audit import audit_weighted_sum, epsilon_lower_bound, max_bound
-from privacy.client_dp import (
+from fedprint.attacks.one_run_audit import audit_weighted_sum, epsilon_lower_bound, max_bound
+from fedprint.privacy.client_dp import (
     calibrate,
     cap_weights,
     client_epsilon,
@@ -103,7 +103,7 @@ def test_flower_dp_wrapper_refuses_or_undernoises_affr():
     from flwr.supercore.differential_privacy import compute_stdv
     from flwr.supercore.privacy_accounting import NeighboringRelation, PrivacyConfig, SamplingMethod
 
-    from server.affr import AFFR
+    from fedprint.server.affr import AFFR
 
     # Flower's RdpAccountant needs the optional dp-accounting package; the wrapper only reads `.config` when
     # it decides whether to accept a strategy, so a stand-in with Flower's own PrivacyConfig is enough.

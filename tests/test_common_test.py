@@ -1,13 +1,13 @@
-"""lab.common_test: every model on each institution's held-out test pairs and on all of them pooled."""
+"""fedprint.lab.common_test: every model on each institution's held-out test pairs and on all of them pooled."""
 
 from __future__ import annotations
 
-from client.local_data import build_client_data
-from data.stripes import stripe_records
-from lab.common_test import common_test_rows
-from lab.report import client_pairs_note, common_test_section
-from models.preprocess import InputSpec
-from models.siamese import new_encoder
+from fedprint.data.stripes import stripe_records
+from fedprint.lab.common_test import common_test_rows
+from fedprint.lab.report import client_pairs_note, common_test_section
+from fedprint.models.preprocess import InputSpec
+from fedprint.models.siamese import new_encoder
+from fedprint.training.local_data import build_client_data
 
 
 def _client(name: str, seed: int):

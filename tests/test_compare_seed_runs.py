@@ -1,4 +1,4 @@
-"""bench/compare_seed_runs.py: two --seeds runs paired by seed, per method and institution."""
+"""studies/compare_seed_runs.py: two --seeds runs paired by seed, per method and institution."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bench.compare_seed_runs import compare, main, per_seed
+from studies.compare_seed_runs import compare, main, per_seed
 
 
 def _run(tmp_path, name: str, eers: dict[int, tuple[float, float]]):

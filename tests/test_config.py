@@ -2,7 +2,7 @@
 
 import pytest
 
-from fedprint_config import ExperimentConfig, load_config, parse_config
+from fedprint.config import ExperimentConfig, load_config, parse_config
 
 
 def test_defaults_round_trip():
@@ -64,8 +64,8 @@ def test_federation_is_validated_by_the_same_reader(tmp_path):
 
 
 def test_federated_runs_refuse_dp_instead_of_ignoring_it(tmp_path):
-    import fedprint_cli
-    from fedprint_config.app import client_settings, experiment
+    import fedprint.cli.main as fedprint_cli
+    from fedprint.config.app import client_settings, experiment
 
     exp = tmp_path / "dp.toml"
     exp.write_text("[dp]\nenabled = true\n[federation]\nrounds = 1\n")
@@ -98,8 +98,8 @@ def test_values_that_break_a_later_step_are_rejected_when_read(table, key):
 
 
 def test_dp_level_is_honoured_where_it_applies_and_refused_elsewhere(tmp_path):
-    from fedprint_config.app import client_settings, experiment
-    from lab.train_run import run_training
+    from fedprint.config.app import client_settings, experiment
+    from fedprint.lab.train_run import run_training
 
     with pytest.raises(ValueError, match="dp.level"):
         parse_config({"dp": {"level": "institution"}})
@@ -119,7 +119,7 @@ def test_app_settings_one_validator_none_for_unset():
     import tomllib
     from pathlib import Path
 
-    from fedprint_config.app import FROM_EXPERIMENT, client_settings, server_settings
+    from fedprint.config.app import FROM_EXPERIMENT, client_settings, server_settings
 
     shipped = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
     run_config = shipped["tool"]["flwr"]["app"]["config"]  # what `flwr run .` hands both apps
@@ -163,7 +163,7 @@ def test_fpdfsn_noise_variance_zero_is_the_sweeps_first_point():
 
 
 def test_model_pool_grid_is_validated_and_only_stored_when_set():
-    from fedprint_config.experiment import ModelSection
+    from fedprint.config.experiment import ModelSection
 
     assert ModelSection().encoder_kwargs() == {"width": 16}  # model files from before the option still match
     assert ModelSection(pool_grid=3).encoder_kwargs() == {"width": 16, "grid": 3}

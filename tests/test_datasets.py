@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from data.datasets import LAYOUTS, DatasetError, ImageReadError, detect_layout, load_dataset, read_gray
-from data.record import BIFURCATION, ENDING
+from fedprint.data.datasets import LAYOUTS, DatasetError, ImageReadError, detect_layout, load_dataset, read_gray
+from fedprint.data.record import BIFURCATION, ENDING
 
 H, W = 13, 17  # deliberately non-square, so a transposed or resized read would show
 
@@ -452,7 +452,7 @@ def test_bad_file_raises_or_is_reported(tmp_path, caplog, damage, reason):
     assert str(bad) in str(info.value)
 
     report: list = []
-    with caplog.at_level(logging.WARNING, logger="data.datasets"):
+    with caplog.at_level(logging.WARNING, logger="fedprint.data.datasets"):
         recs = load_dataset("fvc", tmp_path, skip_bad=True, report=report)
     assert len(recs) == 8 and "102/1" not in {r.key for r in recs}
     assert len(report) == 1 and report[0][0] == str(bad) and reason.split()[0] in report[0][1]

@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
-from data.datasets import detect_layout, load_dataset
+from fedprint.data.datasets import detect_layout, load_dataset
 
 REAL = Path(__file__).parents[1].parent / "shared" / "data" / "real"
 FVC = REAL / "fvc_300x300_b"

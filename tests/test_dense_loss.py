@@ -1,4 +1,5 @@
-"""models.dense_loss: the pairs it draws, agreement with the matcher's dense score, its gradient, and training."""
+"""fedprint.models.dense_loss: the pairs it draws, agreement with the matcher's dense score, its gradient, and
+training."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from models.dense_loss import batch_pairs, dense_contrastive_loss
-from models.dense_match import dense_similarity, describe_cells
+from fedprint.models.dense_loss import batch_pairs, dense_contrastive_loss
+from fedprint.models.dense_match import dense_similarity, describe_cells
 
 
 def test_batch_pairs_takes_every_genuine_pair_and_as_many_impostors():
@@ -53,12 +54,12 @@ def test_loss_rewards_discriminative_cells_and_has_a_gradient():
 
 
 def test_training_with_the_dense_loss_lowers_it():
-    from client.trainer import train_siamese
-    from data.pairs import make_pairs
-    from data.stripes import stripe_records
-    from fedprint_config import TrainConfig
-    from models.preprocess import InputSpec, to_tensor_batch
-    from models.siamese import build_encoder
+    from fedprint.config import TrainConfig
+    from fedprint.data.pairs import make_pairs
+    from fedprint.data.stripes import stripe_records
+    from fedprint.models.preprocess import InputSpec, to_tensor_batch
+    from fedprint.models.siamese import build_encoder
+    from fedprint.training.trainer import train_siamese
 
     torch.manual_seed(0)
     recs = stripe_records(n_fingers=8, n_impressions=4, size=64, seed=2)

@@ -1,4 +1,4 @@
-"""models.dense_match: shift-tolerant dense matching of cell descriptors, and the z-score fusion."""
+"""fedprint.models.dense_match: shift-tolerant dense matching of cell descriptors, and the z-score fusion."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.dense_match import (
+from fedprint.models.dense_match import (
     cell_descriptors,
     dense_similarity,
     fused_scores,
     fusion_calibration,
     shift_matrices,
 )
-from models.metrics import zscore_fusion
-from models.siamese import CompactEncoder, resnet18_encoder
+from fedprint.models.metrics import zscore_fusion
+from fedprint.models.siamese import CompactEncoder, resnet18_encoder
 
 
 def _desc(maps: torch.Tensor) -> torch.Tensor:
@@ -87,10 +87,10 @@ def test_fusion_calibration_threshold_and_stored_weights():
 
 
 def test_model_export_stores_a_fusion_calibration_for_large_enough_inputs(toy_records):
-    from client.local_data import build_client_data
-    from lab.model_export import pooled_fusion
-    from models.preprocess import InputSpec
-    from models.siamese import new_encoder
+    from fedprint.lab.model_export import pooled_fusion
+    from fedprint.models.preprocess import InputSpec
+    from fedprint.models.siamese import new_encoder
+    from fedprint.training.local_data import build_client_data
 
     net = new_encoder("compact", 8, 0, width=4)
     big = build_client_data(toy_records, name="c", spec=InputSpec(size=64), seed=0, progress=False)
@@ -101,7 +101,7 @@ def test_model_export_stores_a_fusion_calibration_for_large_enough_inputs(toy_re
 
 
 def test_rotation_search_finds_a_rotated_copy():
-    from models.dense_match import pair_dense_scores, rotate
+    from fedprint.models.dense_match import pair_dense_scores, rotate
 
     torch.manual_seed(0)
     enc = CompactEncoder(width=4)

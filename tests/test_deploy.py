@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 import yaml
 
-from data.stripes import stripe_records
-from server.checkpoint import load_checkpoint
+from fedprint.data.stripes import stripe_records
+from fedprint.server.checkpoint import load_checkpoint
 from tests.deploy_topology import (
     LocalService,
     ProcessGroup,
@@ -86,7 +86,7 @@ def test_compose_topology_and_pinned_images():
 def test_node_config_is_what_the_client_app_reads():
     from flwr.common.config import parse_config_args
 
-    from client.node_data import _client_id, _node_value
+    from fedprint.training.node_data import _client_id, _node_value
 
     model = load_compose(COMPOSE, env={"LAB_B_LAYOUT": "casia", "LAB_B_BETA": "0.25"})
     cmd = [str(a) for a in model["services"]["supernode-lab-b"]["command"]]
@@ -229,8 +229,8 @@ def test_client_replies_carry_only_model_arrays_and_bounded_scalars(tmp_path):
     from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, Metadata, MetricRecord, RecordDict
     from flwr.common.config import parse_config_args
 
-    from client.client_app import app
-    from models.siamese import new_encoder
+    from fedprint.client.client_app import app
+    from fedprint.models.siamese import new_encoder
 
     _write_institutions(tmp_path, fingers=8)
     exp = _write_experiment(tmp_path)
@@ -381,7 +381,7 @@ def test_readme_demo_experiment_starts_from_the_shipped_model(tmp_path):
     """The README's `flwr run . fedprint --run-config "experiment='demo' min-nodes=3"` in deployment: demo has
     ``init = "pretrained"``, and the shipped model is not in the FAB the ServerApp is imported from (it failed with
     ``FileNotFoundError: model file not found: .../.flwr/apps/fedprint.../models/pretrained/...``)."""
-    from fedprint_config.experiment import read_toml
+    from fedprint.config.experiment import read_toml
 
     t0 = time.monotonic()
     assert read_toml(ROOT / "experiments" / "demo.toml")["model"]["init"] == "pretrained"
@@ -521,7 +521,7 @@ def test_supernode_killed_mid_run_is_reported(tmp_path):
 def test_affr_weights_survive_a_resume_with_restarted_supernodes(tmp_path):
     """Deployment processes: stop after round 1, restart every SuperNode (new SuperLink node ids), resume the
     same run directory: round 2 starts from the α stored after round 1, keyed by the institutions' names."""
-    from server.affr import update_weights
+    from fedprint.server.affr import update_weights
 
     t0 = time.monotonic()
     _write_institutions(tmp_path)

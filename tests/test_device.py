@@ -6,21 +6,29 @@ import numpy as np
 import pytest
 import torch
 
-import fedprint_cli
-from client.local_data import build_client_data
-from client.trainer import embed, train_siamese
-from data.stripes import stripe_records
-from fedprint_config import TrainConfig
-from models.device import DEVICE_ENV, autocast, current_device, grad_scaler, resolve_device, set_device, use_device
-from models.preprocess import InputSpec
-from models.siamese import new_encoder
+import fedprint.cli.main as fedprint_cli
+from fedprint.config import TrainConfig
+from fedprint.data.stripes import stripe_records
+from fedprint.models.device import (
+    DEVICE_ENV,
+    autocast,
+    current_device,
+    grad_scaler,
+    resolve_device,
+    set_device,
+    use_device,
+)
+from fedprint.models.preprocess import InputSpec
+from fedprint.models.siamese import new_encoder
+from fedprint.training.local_data import build_client_data
+from fedprint.training.trainer import embed, train_siamese
 
 NO_CUDA = not torch.cuda.is_available()
 
 
 @pytest.fixture(autouse=True)
 def _restore_device(monkeypatch):
-    import models.device as md
+    import fedprint.models.device as md
 
     monkeypatch.delenv(DEVICE_ENV, raising=False)
     monkeypatch.setattr(md, "_current", None)
@@ -49,7 +57,7 @@ def test_default_is_cpu_and_choices_propagate(monkeypatch):
     import os
 
     assert os.environ[DEVICE_ENV] == "cpu"  # processes started later (simulation workers) inherit it
-    monkeypatch.setattr("models.device._current", None)
+    monkeypatch.setattr("fedprint.models.device._current", None)
     assert current_device() == torch.device("cpu")
 
 
@@ -105,8 +113,8 @@ def test_cli_device_option_on_every_network_command():
 
 def test_node_config_device_is_validated():
     pytest.importorskip("flwr", reason="the ClientApp needs Flower (a GPU machine may have PyTorch only)")
-    from client.client_app import node_device
-    from fedprint_config.app import client_settings
+    from fedprint.client.client_app import node_device
+    from fedprint.config.app import client_settings
 
     conf = client_settings({}, {"device": "cpu"})
     assert node_device({}, conf) == "cpu"
@@ -118,7 +126,7 @@ def test_node_config_device_is_validated():
 
 
 def test_simulation_asks_ray_for_a_gpu_share_only_on_cuda():
-    from lab.simulate import backend_config
+    from fedprint.lab.simulate import backend_config
 
     assert backend_config(2)["client_resources"] == {"num_cpus": 1, "num_gpus": 0.0}
     cuda = backend_config(2, device="cuda")
@@ -165,7 +173,7 @@ def test_cuda_training_learns_and_returns_a_cpu_model(amp):
 
 @NEEDS_CUDA
 def test_cuda_cli_train_writes_a_model_that_loads_on_cpu(tmp_path):
-    from models.model_file import load_model
+    from fedprint.models.model_file import load_model
 
     cfg = tmp_path / "tiny.toml"
     cfg.write_text('[run]\nname = "tiny"\nseed = 0\n[[data.sources]]\nkind = "synth"\nprofile = "casia"\n'

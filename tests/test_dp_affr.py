@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privacy.client_dp import client_epsilon
-from server.dp_affr import DPAFFR
+from fedprint.privacy.client_dp import client_epsilon
+from fedprint.server.dp_affr import DPAFFR
 from tests.test_affr import SHAPES, configure, numpy_of, task_identity, three_models, train_reply  # noqa: F401
 
 

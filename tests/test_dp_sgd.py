@@ -1,4 +1,4 @@
-"""DP-SGD local trainer (client.dp_sgd): per-pair gradients, clipping, accounting, config and `fedprint train`."""
+"""fedprint.training.dp_sgd: per-pair gradients, clipping, accounting, config and `fedprint train`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ import pytest
 import torch
 from opacus import GradSampleModule
 
-from client.dp_sgd import (
+from fedprint.cli.main import main
+from fedprint.config import DPSection, TrainConfig, parse_config
+from fedprint.data.stripes import stripe_records
+from fedprint.models.loss import contrastive_loss_from_distance
+from fedprint.models.preprocess import InputSpec
+from fedprint.models.siamese import CompactEncoder
+from fedprint.training.dp_sgd import (
     ACCOUNTANTS,
     GRAD_SAMPLE_MODE,
     GROUP_PRIVACY_NOTE,
@@ -21,13 +27,7 @@ from client.dp_sgd import (
     make_dp_trainer,
     train_siamese_dp,
 )
-from client.local_data import build_client_data
-from data.stripes import stripe_records
-from fedprint_cli import main
-from fedprint_config import DPSection, TrainConfig, parse_config
-from models.loss import contrastive_loss_from_distance
-from models.preprocess import InputSpec
-from models.siamese import CompactEncoder
+from fedprint.training.local_data import build_client_data
 from tests.test_train_run import dataset_config  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.filterwarnings("ignore:.*Full backward hook:UserWarning"),
@@ -223,7 +223,7 @@ def test_fedprint_train_with_dp(dataset_config, tmp_path):  # noqa: F811
 
 def test_two_runs_with_the_same_config_draw_different_noise(client):
     """DP noise and Poisson sampling come from OS entropy: the same config and seed never give the same model."""
-    from client.dp_sgd import train_siamese_dp
+    from fedprint.training.dp_sgd import train_siamese_dp
 
     params = []
     for _ in range(2):
@@ -235,7 +235,7 @@ def test_two_runs_with_the_same_config_draw_different_noise(client):
 
 
 def test_injected_generators_make_dp_training_reproducible_for_tests(client):
-    from client.dp_sgd import train_siamese_dp
+    from fedprint.training.dp_sgd import train_siamese_dp
 
     params = []
     for _ in range(2):
@@ -250,8 +250,8 @@ def test_injected_generators_make_dp_training_reproducible_for_tests(client):
 def test_group_privacy_bound_and_finger_accounting(client):
     import math
 
-    from client.dp_sgd import max_pairs_per_finger, train_siamese_dp
-    from privacy.group_privacy import group_privacy
+    from fedprint.privacy.group_privacy import group_privacy
+    from fedprint.training.dp_sgd import max_pairs_per_finger, train_siamese_dp
 
     assert group_privacy(1.0, 1e-5, 1) == (1.0, pytest.approx(1e-5))
     eps, delta = group_privacy(0.5, 1e-6, 4)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from privacy.publish.empirical import clopper_pearson, epsilon_lower_bound
+from fedprint.privacy.publish.empirical import clopper_pearson, epsilon_lower_bound
 
 
 def _laplace_runs(value, scale, n, seed):

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, Metadata, RecordDict
 
-from client.client_app import STATE_KEY, evaluate_handler, train_handler
-from data.stripes import stripe_records, write_generic
-from fedprint_config import load_experiment, resolve_experiment
-from models.siamese import new_encoder
-from server.checkpoint import load_checkpoint, load_releases
+from fedprint.client.client_app import STATE_KEY, evaluate_handler, train_handler
+from fedprint.config import load_experiment, resolve_experiment
+from fedprint.data.stripes import stripe_records, write_generic
+from fedprint.models.siamese import new_encoder
+from fedprint.server.checkpoint import load_checkpoint, load_releases
 
 
 def write_experiment(tmp: Path, *, clients: int = 2, rounds: int = 2, fingers: int = 12, extra: str = "") -> Path:
@@ -116,8 +116,8 @@ def test_one_round_through_the_real_flower_apps(tmp_path, monkeypatch, strategy,
     """Default-run end-to-end check: two tiny clients, one round through the real ServerApp / ClientApp in
     Flower's simulation runtime; replies arrive, metrics are finite, the global model file is written; with
     ``[dp] level = "client"`` the run states its client-level guarantee."""
-    from lab.simulate import run_federated
-    from models.model_file import load_model
+    from fedprint.lab.simulate import run_federated
+    from fedprint.models.model_file import load_model
 
     monkeypatch.setenv("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
     extra = '[dp]\nenabled = true\nlevel = "client"\ntarget_epsilon = 4.0\nclient_clip = 5.0\n' if dp else ""
@@ -142,7 +142,7 @@ def test_one_round_through_the_real_flower_apps(tmp_path, monkeypatch, strategy,
 
 @pytest.mark.slow
 def test_simulation_end_to_end_and_resume(tmp_path, monkeypatch):
-    from lab.simulate import run_federated
+    from fedprint.lab.simulate import run_federated
 
     monkeypatch.setenv("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
     exp = write_experiment(tmp_path, clients=3, rounds=4, fingers=30)
@@ -172,7 +172,7 @@ def test_simulation_end_to_end_and_resume(tmp_path, monkeypatch):
     third = state["strategy_state"]["history"][-1]
     assert third["round"] == 3 and set(state["strategy_state"]["alpha"]) == set(rows)
     # round 3 started from the stored α: with its gaps and step, update_weights reproduces its weights
-    from server.affr import update_weights
+    from fedprint.server.affr import update_weights
     expect = update_weights(alpha_before, third["gaps"], third["step"])
     assert third["round_weights"] == pytest.approx(expect)
     run_federated(exp, "affr", run_dir, num_clients=3, progress=False)
@@ -187,7 +187,7 @@ def test_simulation_end_to_end_and_resume(tmp_path, monkeypatch):
 
 
 def test_checkpoint_roundtrip(tmp_path):
-    from server.checkpoint import save_checkpoint
+    from fedprint.server.checkpoint import save_checkpoint
 
     arrays = ArrayRecord(new_encoder("compact", 16, 0, width=16).state_dict())
     save_checkpoint(tmp_path, 1, arrays, strategy="affr", strategy_state={"x": 1}, rounds=[{"round": 1}])
@@ -202,7 +202,7 @@ def test_checkpoint_roundtrip(tmp_path):
 def test_proximal_adam_pulls_towards_global():
     import torch
 
-    from client.proximal import ProximalAdam
+    from fedprint.client.proximal import ProximalAdam
 
     w = torch.nn.Parameter(torch.tensor([1.0, -1.0]))
     opt = ProximalAdam([w], [torch.zeros(2)], mu=10.0, lr=0.1)
@@ -214,7 +214,7 @@ def test_proximal_adam_pulls_towards_global():
 
 
 def test_simulate_cli_baselines_report(tmp_path):
-    from fedprint_cli import main
+    from fedprint.cli.main import main
 
     exp = write_experiment(tmp_path, clients=2, rounds=1, fingers=14)
     assert main(["simulate", "--config", str(exp), "--methods", "local,centralized", "--quiet",

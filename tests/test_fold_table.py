@@ -1,4 +1,4 @@
-"""bench/fold_table.py on K fold run folders written here (two small sensors, an untrained toy model and the stand-in
+"""studies/fold_table.py on K fold run folders written here (two small sensors, an untrained toy model and the stand-in
 matcher: the plumbing and the pooling are under test)."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import os
 import numpy as np
 import torch
 
-from bench.fold_table import main
-from data.stripes import stripe_records, write_generic
-from fedprint_config.experiment import parse_config
-from models.model_file import model_bytes
-from models.preprocess import InputSpec
-from models.siamese import build_encoder
+from fedprint.config.experiment import parse_config
+from fedprint.data.stripes import stripe_records, write_generic
+from fedprint.models.model_file import model_bytes
+from fedprint.models.preprocess import InputSpec
+from fedprint.models.siamese import build_encoder
+from studies.fold_table import main
 
 FINGERS = {"sensor_a": 7, "sensor_b": 9}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privacy.fpdfsn import (
+from fedprint.privacy.fpdfsn import (
     FPDFSNParams,
     apply_difference,
     fpdfsn,
@@ -16,8 +16,8 @@ from privacy.fpdfsn import (
     sharpen,
     to_uint8,
 )
-from privacy.fpdfsn_cache import FPDFSNCache
-from privacy.similarity import psnr
+from fedprint.privacy.fpdfsn_cache import FPDFSNCache
+from fedprint.privacy.similarity import psnr
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
 
@@ -223,7 +223,7 @@ def test_cache_hit_identical_and_no_recompute(tmp_path):
     np.testing.assert_array_equal(c.minutiae, a.minutiae)
     assert c.n_minutiae == a.n_minutiae
     assert not list(tmp_path.glob("*.tmp"))
-    from data.atomic_io import creation_mode  # not mkstemp's 0600: a cache shared like any other file
+    from fedprint.data.atomic_io import creation_mode  # not mkstemp's 0600: a cache shared like any other file
 
     assert {f.stat().st_mode & 0o777 for f in tmp_path.glob("*.npz")} == {creation_mode()}
     # a different seed or params is a miss and differs

@@ -6,12 +6,12 @@ import math
 import numpy as np
 import pytest
 
-from privacy.templates import entropy
-from privacy.templates.field import evaluate, gf, interpolate
-from privacy.templates.fuzzy_vault import chaff_codes, lock, unlock
-from privacy.templates.password import derive_key, mask_helper, transform_minutiae
-from privacy.templates.quantise import code_points, minutia_codes
-from privacy.templates.template_file import read_template, write_template
+from fedprint.privacy.templates import entropy
+from fedprint.privacy.templates.field import evaluate, gf, interpolate
+from fedprint.privacy.templates.fuzzy_vault import chaff_codes, lock, unlock
+from fedprint.privacy.templates.password import derive_key, mask_helper, transform_minutiae
+from fedprint.privacy.templates.quantise import code_points, minutia_codes
+from fedprint.privacy.templates.template_file import read_template, write_template
 
 
 def _genuine(rng, n=24):

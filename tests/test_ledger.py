@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from privacy import ledger as ledger_mod
-from privacy.ledger import BudgetExceeded, Ledger
+from fedprint.privacy import ledger as ledger_mod
+from fedprint.privacy.ledger import BudgetExceeded, Ledger
 
 
 def test_sequential_composition_refuses_over_budget(tmp_path):

@@ -1,4 +1,4 @@
-"""bench/loso_table.py on a run folder, a real root and a classical CSV written here (an untrained toy model: the
+"""studies/loso_table.py on a run folder, a real root and a classical CSV written here (an untrained toy model: the
 plumbing is under test)."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import json
 
 import torch
 
-from bench.loso_table import main
-from data.stripes import stripe_records, write_generic
-from models.model_file import model_bytes
-from models.preprocess import InputSpec
-from models.siamese import build_encoder
-from recognition.matching import protocol_pairs
+from fedprint.data.stripes import stripe_records, write_generic
+from fedprint.models.model_file import model_bytes
+from fedprint.models.preprocess import InputSpec
+from fedprint.models.siamese import build_encoder
+from fedprint.recognition.matching import protocol_pairs
+from studies.loso_table import main
 
 
 def _setup(tmp_path, unseen=("sensor_b",)):
@@ -53,7 +53,7 @@ def test_refuses_other_pairs_a_missing_classical_row_and_several_unseen_sensors(
     assert main([str(run), "--classical", str(classical), "--real-samples", str(real), "--protocols", "fvc"]) == 0
     classical.write_text("set,protocol,genuine,impostor,EER %,FNMR@FMR1 %\n")
     assert main([str(run), "--classical", str(classical), "--real-samples", str(real)]) == 2
-    assert "bench/classical_folders.py" in capsys.readouterr().err
+    assert "studies/classical_folders.py" in capsys.readouterr().err
     (run / "config.json").write_text(json.dumps({"run": {"seed": 0}, "partition": {"unseen": ["a", "b"]}}))
     assert main([str(run), "--classical", str(classical), "--real-samples", str(real)]) == 2
     assert "one [partition] unseen sensor" in capsys.readouterr().err

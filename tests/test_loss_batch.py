@@ -1,4 +1,4 @@
-"""models.loss.batch_contrastive_loss: Eq. 1 over every pair of a batch."""
+"""fedprint.models.loss.batch_contrastive_loss: Eq. 1 over every pair of a batch."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.loss import batch_contrastive_loss, contrastive_loss
+from fedprint.models.loss import batch_contrastive_loss, contrastive_loss
 
 
 def test_equals_eq1_over_all_pairs_when_unbalanced():

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from attacks import membership as mia
-from client.trainer import train_siamese
-from data.pairs import make_pairs
-from data.stripes import stripe_records
-from fedprint_config import TrainConfig
-from models.preprocess import InputSpec, to_tensor_batch
-from models.siamese import CompactEncoder
+from fedprint.attacks import membership as mia
+from fedprint.config import TrainConfig
+from fedprint.data.pairs import make_pairs
+from fedprint.data.stripes import stripe_records
+from fedprint.models.preprocess import InputSpec, to_tensor_batch
+from fedprint.models.siamese import CompactEncoder
+from fedprint.training.trainer import train_siamese
 
 
 def test_auc_and_balanced_accuracy_hand_computed():

@@ -7,7 +7,7 @@ import csv
 import numpy as np
 import pytest
 
-from models.metrics import (
+from fedprint.models.metrics import (
     choose_threshold,
     eer,
     fnmr_at_fmr,
@@ -154,7 +154,7 @@ def test_plot_roc(tmp_path):
 
 
 def test_rank_fusion_averages_ranks_and_never_sees_labels():
-    from models.metrics import rank_fusion
+    from fedprint.models.metrics import rank_fusion
 
     a = np.array([0.1, 0.9, 0.5, 0.5])
     b = np.array([3.0, 1.0, 2.0, 4.0])

@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
-from data.minutiae import (
+from fedprint.data.minutiae import (
     binarize,
     crossing_number,
     extract_minutiae,
@@ -17,7 +17,7 @@ from data.minutiae import (
     segment,
     thin,
 )
-from data.record import BIFURCATION, ENDING
+from fedprint.data.record import BIFURCATION, ENDING
 
 FVC = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "fvc_300x300_b"
 

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-import fedprint_cli
-from data.pairs import PairSet
-from data.stripes import stripe_records, write_generic
-from models.model_file import load_model, model_bytes
-from models.preprocess import InputSpec
-from models.siamese import build_encoder
-from recognition import minutiae_fusion as mf
-from recognition.matching import capped_impostors, evaluate, protocol_pairs, verify
+import fedprint.cli.main as fedprint_cli
+from fedprint.data.pairs import PairSet
+from fedprint.data.stripes import stripe_records, write_generic
+from fedprint.models.model_file import load_model, model_bytes
+from fedprint.models.preprocess import InputSpec
+from fedprint.models.siamese import build_encoder
+from fedprint.recognition import minutiae_fusion as mf
+from fedprint.recognition.matching import capped_impostors, evaluate, protocol_pairs, verify
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_minutiae_scores_are_cached_by_image_content_and_kept_chunk_by_chunk(fak
     mf.minutiae_scores(changed, pairs, cache=cache, progress=False)
     assert fake_matcher["pairs"] == len(pairs) + int(np.sum((pairs.a == 0) | (pairs.b == 0)))
     # a run stopped after its first chunk keeps that chunk
-    import data.realism as realism
+    import fedprint.data.realism as realism
 
     monkeypatch.setattr(mf, "CHUNK", 4)
     done = {"n": 0}
@@ -92,7 +92,7 @@ def test_minutiae_scores_are_cached_by_image_content_and_kept_chunk_by_chunk(fak
 
 
 def test_minutiae_score_in_evaluate_and_verify_needs_and_uses_the_calibration(fake_matcher, toy, tmp_path):
-    from data.datasets import load_dataset
+    from fedprint.data.datasets import load_dataset
 
     model_path, data = toy
     recs = load_dataset("generic", data, dpi=None)
@@ -100,7 +100,7 @@ def test_minutiae_score_in_evaluate_and_verify_needs_and_uses_the_calibration(fa
     with pytest.raises(ValueError, match="no minutiae-fusion calibration"):
         evaluate(plain, recs, "all", score="minutiae")
     cal = {"cosine": [0.5, 0.25], "minutiae": [5.0, 10.0], "threshold": 1.0}
-    from models.model_file import with_minutiae_fusion_bytes
+    from fedprint.models.model_file import with_minutiae_fusion_bytes
 
     path = tmp_path / "m.pt"
     path.write_bytes(with_minutiae_fusion_bytes(model_path, cal))
@@ -108,7 +108,7 @@ def test_minutiae_score_in_evaluate_and_verify_needs_and_uses_the_calibration(fa
     metrics, d, pairs = evaluate(m, recs, "all", score="minutiae", max_impostors=50, seed=0)
     assert metrics["n_impostor"] == 50 and metrics["n_genuine"] == 18 and metrics["threshold"] == -1.0
     assert metrics["eer"] == 0.0 and metrics["eer_minutiae"] == 0.0 and "eer_cosine" in metrics
-    from recognition.matching import embed_images
+    from fedprint.recognition.matching import embed_images
 
     e = embed_images(m, [r.image for r in recs], [r.dpi for r in recs])
     k = 3
@@ -128,7 +128,7 @@ def test_calibrate_then_evaluate_and_verify_with_the_minutiae_score(fake_matcher
     args = ["--model", str(model_path), "--data", str(data), "--score", "minutiae"]
     assert fedprint_cli.main(["evaluate", *args, "--out", str(tmp_path / "ev0")]) == 2
     assert "calibrate --score minutiae" in capsys.readouterr().err
-    monkeypatch.setattr("recognition.cli.MINUTIAE_PAIRS_UNASKED", 20)
+    monkeypatch.setattr("fedprint.cli.verify.MINUTIAE_PAIRS_UNASKED", 20)
     assert fedprint_cli.main(["calibrate", *args, "--eer", "-o", str(out)]) == 2
     assert "--max-impostors" in capsys.readouterr().err and not out.exists()
     assert fedprint_cli.main(["calibrate", *args, "--eer", "--max-impostors", "40", "--minutiae-cache", str(cache),

@@ -1,10 +1,10 @@
-"""bench/minutiae_fusion_table.py on evaluate folders written here."""
+"""studies/minutiae_fusion_table.py on evaluate folders written here."""
 
 from __future__ import annotations
 
 import json
 
-from bench.minutiae_fusion_table import main
+from studies.minutiae_fusion_table import main
 
 
 def _folder(tmp_path, name, data, n_imp, eer, score="minutiae"):

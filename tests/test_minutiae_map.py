@@ -1,4 +1,4 @@
-"""models.minutiae_map (targets, head, loss), the augmentation's carried maps, client.minutiae_targets, training."""
+"""models.minutiae_map (targets, head, loss), the augmentation's carried maps, training.minutiae_targets, training."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from models.augment import AugmentSpec, augment
-from models.minutiae_map import CELL, MinutiaeHead, cell_counts, minutiae_map_loss, splat
+from fedprint.models.augment import AugmentSpec, augment
+from fedprint.models.minutiae_map import CELL, MinutiaeHead, cell_counts, minutiae_map_loss, splat
 
 
 def test_splat_puts_unit_mass_per_minutia_on_its_type_channel():
@@ -61,9 +61,9 @@ def test_carried_maps_get_the_same_warp_and_erasure_and_the_draws_do_not_change(
 
 
 def _synthetic_inputs(size: int = 128):
-    from data.synth.generate import finger_records
-    from data.synth.profiles import get_profile
-    from models.preprocess import InputSpec, _locate, to_tensor_batch
+    from fedprint.data.synth.generate import finger_records
+    from fedprint.data.synth.profiles import get_profile
+    from fedprint.models.preprocess import InputSpec, _locate, to_tensor_batch
 
     recs = [r for f in range(2) for r in finger_records(get_profile("casia"), f, 2, seed=5)]
     spec = InputSpec(size=size, crop="print", dpi=250.0, normalization="ridge")
@@ -80,7 +80,7 @@ def _synthetic_inputs(size: int = 128):
 def test_targets_from_the_inputs_find_the_generators_minutiae():
     from scipy.spatial import cKDTree
 
-    from client.minutiae_targets import input_minutiae
+    from fedprint.training.minutiae_targets import input_minutiae
 
     x, truth = _synthetic_inputs()
     found = [input_minutiae(x[i, 0].numpy()) for i in range(len(x))]
@@ -92,7 +92,7 @@ def test_targets_from_the_inputs_find_the_generators_minutiae():
 
 
 def test_targets_are_cached_per_images_tensor(monkeypatch):
-    import client.minutiae_targets as mt
+    import fedprint.training.minutiae_targets as mt
 
     calls = []
     monkeypatch.setattr(mt, "input_minutiae", lambda x: calls.append(1) or np.array([[10.0, 12.0, 0.0, 1]]))
@@ -107,12 +107,12 @@ def test_targets_are_cached_per_images_tensor(monkeypatch):
 
 
 def test_training_with_the_minutiae_loss_lowers_it_and_keeps_the_encoder_alone():
-    from client.trainer import train_siamese
-    from data.pairs import make_pairs
-    from data.stripes import stripe_records
-    from fedprint_config import TrainConfig
-    from models.preprocess import InputSpec, to_tensor_batch
-    from models.siamese import build_encoder
+    from fedprint.config import TrainConfig
+    from fedprint.data.pairs import make_pairs
+    from fedprint.data.stripes import stripe_records
+    from fedprint.models.preprocess import InputSpec, to_tensor_batch
+    from fedprint.models.siamese import build_encoder
+    from fedprint.training.trainer import train_siamese
 
     recs = stripe_records(n_fingers=4, n_impressions=4, size=64, seed=2)
     x = to_tensor_batch([r.image for r in recs], InputSpec(size=64))

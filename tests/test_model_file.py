@@ -1,13 +1,13 @@
-"""models.model_file: one format, safe loading, clear errors; lab.model_export thresholds."""
+"""fedprint.models.model_file: one format, safe loading, clear errors; lab.model_export thresholds."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from models.model_file import FORMAT, load_model, model_bytes, weighted_threshold, with_input_size_bytes
-from models.preprocess import InputSpec
-from models.siamese import build_encoder
+from fedprint.models.model_file import FORMAT, load_model, model_bytes, weighted_threshold, with_input_size_bytes
+from fedprint.models.preprocess import InputSpec
+from fedprint.models.siamese import build_encoder
 
 
 def test_round_trip_keeps_weights_pipeline_threshold_and_provenance(tmp_path):
@@ -83,10 +83,10 @@ def test_shipped_model_reaches_apps_imported_from_a_fab(tmp_path):
     root = Path(__file__).resolve().parents[1]
     app_dir = install_from_fab(build_fab_from_disk(root), tmp_path / "flwr-home", skip_prompt=True)
     assert (app_dir / "models" / "model_file.py").is_file() and not list(app_dir.rglob("*.pt"))
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import models.model_file as m; "
+    code = ("import sys; import fedprint.models.model_file as m; "
             "assert m.__file__.startswith(sys.argv[1]), m.__file__; p = m.pretrained_path(); "
             "assert not str(p).startswith(sys.argv[1]); m.load_model(p); print(p)")
-    out = subprocess.run([sys.executable, "-c", code, str(app_dir)], cwd=tmp_path, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", code, str(app_dir)], cwd=app_dir, capture_output=True, text=True,
                          timeout=600)  # seconds on a quiet machine; importing torch under heavy load is slow
     assert out.returncode == 0, out.stderr[-2000:]
     assert Path(out.stdout.strip()).name == "fedprint-synthetic.pt"

@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from models.loss import ContrastiveLoss, contrastive_loss, contrastive_loss_from_distance, match
-from models.siamese import CompactEncoder, SiameseNet, build_encoder, distance, resnet18_encoder
+from fedprint.models.loss import ContrastiveLoss, contrastive_loss, contrastive_loss_from_distance, match
+from fedprint.models.siamese import CompactEncoder, SiameseNet, build_encoder, distance, resnet18_encoder
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +234,7 @@ def test_pooling_grid_keeps_layout_that_global_pooling_discards():
 
 
 def test_compact_encoder_gives_its_maps_from_one_pass():
-    from models.siamese import CompactEncoder
+    from fedprint.models.siamese import CompactEncoder
 
     torch.manual_seed(0)
     net = CompactEncoder(embedding_dim=8, width=4).eval()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from lab.multi_seed import ci95, parse_seeds, summarise, with_seed
+from fedprint.lab.multi_seed import ci95, parse_seeds, summarise, with_seed
 
 
 def test_parse_seeds():
@@ -64,7 +64,7 @@ def test_unseen_column_wall_time_and_every_method_against_fedavg():
 
 
 def test_signed_interval_formats_the_mean_difference_and_its_t_interval():
-    from lab.multi_seed import signed_interval
+    from fedprint.lab.multi_seed import signed_interval
 
     assert signed_interval([1.0, 2.0, 3.0]) == "+2.0 [-0.5, +4.5]"  # t(0.975, 2) = 4.30, sd 1, n 3
     assert signed_interval([-0.4], "seed") == "-0.4 (one seed: no interval)"

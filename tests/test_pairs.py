@@ -7,9 +7,9 @@ from math import comb
 import numpy as np
 import pytest
 
-from data.pairs import MAX_IMPOSTORS, PairSet, make_pairs, sample_epoch_pairs, split_records
-from data.partition import partition_split
-from data.record import FingerprintRecord
+from fedprint.data.pairs import MAX_IMPOSTORS, PairSet, make_pairs, sample_epoch_pairs, split_records
+from fedprint.data.partition import partition_split
+from fedprint.data.record import FingerprintRecord
 
 IMG = np.zeros((4, 4), np.uint8)
 
@@ -265,7 +265,7 @@ def test_make_pairs_same_identity_other_domain_is_impostor():
 
 
 def test_make_pairs_large_is_capped():
-    recs = make_records(4000, 5)  # 20,000 records: ~2e8 candidate pairs, never materialised (timing: bench/)
+    recs = make_records(4000, 5)  # 20,000 records: ~2e8 candidate pairs, never materialised (timing: studies/)
     ps = make_pairs(recs, seed=0)
     assert ps.n_impostor == MAX_IMPOSTORS and ps.n_genuine == 4000 * comb(5, 2)
     check_pairset(recs, ps)
@@ -329,7 +329,7 @@ def test_pairset_validation():
 
 
 def test_pairset_take_keeps_the_three_columns_aligned():
-    from data.pairs import PairSet
+    from fedprint.data.pairs import PairSet
 
     p = PairSet(np.array([0, 1, 2, 3]), np.array([4, 5, 6, 7]), np.array([1, 0, 0, 1]))
     sub = p.take(np.array([3, 0]))

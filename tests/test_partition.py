@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from data.partition import (
+from fedprint.data.partition import (
     DEFAULT_BETA,
     ClientPartition,
     beta_schedule,
@@ -15,7 +15,7 @@ from data.partition import (
     partition_split,
     summary,
 )
-from data.record import FingerprintRecord
+from fedprint.data.record import FingerprintRecord
 
 IMG = np.zeros((4, 4), np.uint8)
 
@@ -233,8 +233,8 @@ def test_check_indices():
 def test_unseen_domains_go_to_no_client_and_indices_stay_global():
     from types import SimpleNamespace
 
-    from data.sources import make_partitions, unseen_records
-    from data.stripes import stripe_records
+    from fedprint.data.sources import make_partitions, unseen_records
+    from fedprint.data.stripes import stripe_records
 
     records = (stripe_records(4, 3, size=24, domain="a") + stripe_records(4, 3, size=24, domain="b", seed=1)
                + stripe_records(4, 3, size=24, domain="c", seed=2))

@@ -14,13 +14,13 @@ import torch
 from flwr.app import ArrayRecord, Context, RecordDict
 from test_flower_app import train_message, write_experiment
 
-from client.client_app import evaluate_handler, train_handler
-from client.fedala import ALASettings, adaptive_local_aggregation
-from client.fedas import align_to_prototypes, finger_prototypes, fisher_trace, with_own_head
-from client.feddbe import DBEEncoder
-from data.pairs import PairSet
-from fedprint_config import TrainConfig
-from models.siamese import head_parameter_names, new_encoder
+from fedprint.client.client_app import evaluate_handler, train_handler
+from fedprint.client.fedala import ALASettings, adaptive_local_aggregation
+from fedprint.client.fedas import align_to_prototypes, finger_prototypes, fisher_trace, with_own_head
+from fedprint.client.feddbe import DBEEncoder
+from fedprint.config import TrainConfig
+from fedprint.data.pairs import PairSet
+from fedprint.models.siamese import head_parameter_names, new_encoder
 
 #: The P x K shape and loss of the toy clients (Eq. 1, margin 1, balanced).
 _PK = TrainConfig(p=3, k=4)
@@ -155,9 +155,9 @@ def test_node_handlers_keep_the_personal_part_on_the_node(tmp_path, method):
 
 @pytest.mark.parametrize("strategy", ["fedala", "feddbe", "fedas"])
 def test_personalised_strategies_through_the_real_flower_apps(tmp_path, monkeypatch, strategy):
-    from lab.simulate import run_federated
-    from models.model_file import load_model
-    from server.checkpoint import load_checkpoint
+    from fedprint.lab.simulate import run_federated
+    from fedprint.models.model_file import load_model
+    from fedprint.server.checkpoint import load_checkpoint
 
     monkeypatch.setenv("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", "1")
     exp = write_experiment(tmp_path, clients=2, rounds=2, fingers=12)
@@ -186,7 +186,7 @@ def _train_reply(node: int, w: float, **metrics):
 
 
 def test_fedas_averages_by_fisher_trace_not_by_examples():
-    from server.personalized import FedAS
+    from fedprint.server.personalized import FedAS
 
     strat = FedAS(min_train_nodes=2, min_available_nodes=2, min_evaluate_nodes=2)
     arrays, _ = strat.aggregate_train(1, [_train_reply(1, 0.0, **{"num-examples": 100, "fim-trace": 3.0}),
@@ -196,7 +196,7 @@ def test_fedas_averages_by_fisher_trace_not_by_examples():
 
 
 def test_feddbe_global_mean_is_the_example_weighted_round_one_mean_then_fixed():
-    from server.personalized import FedDBE
+    from fedprint.server.personalized import FedDBE
 
     strat = FedDBE(min_train_nodes=2, min_available_nodes=2, min_evaluate_nodes=2)
     assert "dbe-global-mean" not in strat.client_config()

@@ -7,9 +7,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from privacy.publish import pointset
-from privacy.publish.empirical import epsilon_lower_bound
-from privacy.publish.pointset import (
+from fedprint.privacy.publish import pointset
+from fedprint.privacy.publish.empirical import epsilon_lower_bound
+from fedprint.privacy.publish.pointset import (
     choose_k,
     from_line,
     group_sizes,

@@ -1,17 +1,17 @@
-"""models.pooling: GeM pooling, and [model] pooling = "gem"."""
+"""fedprint.models.pooling: GeM pooling, and [model] pooling = "gem"."""
 
 import numpy as np
 import pytest
 import torch
 
-from client.trainer import train_siamese
-from data.pairs import PairSet
-from fedprint_config.experiment import ModelSection, parse_config
-from fedprint_config.train import TrainConfig
-from models.model_file import load_model, model_bytes, pretrained_path
-from models.pooling import GEM_P0, GeM
-from models.preprocess import InputSpec
-from models.siamese import CompactEncoder
+from fedprint.config.experiment import ModelSection, parse_config
+from fedprint.config.train import TrainConfig
+from fedprint.data.pairs import PairSet
+from fedprint.models.model_file import load_model, model_bytes, pretrained_path
+from fedprint.models.pooling import GEM_P0, GeM
+from fedprint.models.preprocess import InputSpec
+from fedprint.models.siamese import CompactEncoder
+from fedprint.training.trainer import train_siamese
 
 
 def _maps(seed=0, shape=(2, 3, 6, 6)):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.preprocess import (
+from fedprint.models.preprocess import (
     InputSpec,
     describe,
     gabor_normalize,
@@ -19,7 +19,7 @@ from models.preprocess import (
     ridge_normalize,
     to_tensor_batch,
 )
-from models.ridges import ridge_period, segment_print
+from fedprint.models.ridges import ridge_period, segment_print
 
 #: Real samples beside the repository (../shared/data/real), absent outside this workplace.
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
@@ -130,8 +130,8 @@ def _check_crops(images: list[np.ndarray], dpi: float) -> None:
 
 @pytest.mark.parametrize("profile", ["socofing", "casia", "nist_sd10"])
 def test_every_synthetic_profile_keeps_ridges_and_the_print(profile):
-    from data.synth.generate import finger_records
-    from data.synth.profiles import get_profile
+    from fedprint.data.synth.generate import finger_records
+    from fedprint.data.synth.profiles import get_profile
 
     prof = get_profile(profile)
     recs = finger_records(prof, 0, 2, seed=0) + finger_records(prof, 1, 2, seed=0)
@@ -142,8 +142,8 @@ def test_every_synthetic_profile_keeps_ridges_and_the_print(profile):
 def test_shrinking_a_whole_frame_would_alias_the_ridges():
     """The reason for the print pipeline: the legacy whole-image resize of an 832x768 frame to 128 px leaves
     ridge periods under 2 px (aliased)."""
-    from data.synth.generate import finger_records
-    from data.synth.profiles import get_profile
+    from fedprint.data.synth.generate import finger_records
+    from fedprint.data.synth.profiles import get_profile
 
     rec = finger_records(get_profile("nist_sd10"), 0, 1, seed=0)[0]
     assert ridge_period(rec.image) / (max(rec.image.shape) / 128) < 2.0  # below Nyquist: aliased
@@ -170,7 +170,7 @@ def test_print_pipeline_resamples_to_the_working_resolution():
 
 @pytest.mark.skipif(not (REAL / "fvc_300x300_b").is_dir(), reason="real fingerprint samples absent")
 def test_real_fvc_crops_keep_ridges_and_the_print():
-    from data.datasets import load_dataset
+    from fedprint.data.datasets import load_dataset
 
     recs = load_dataset("fvc", REAL / "fvc_300x300_b")[::5]
     assert all(r.dpi == 500.0 for r in recs)
@@ -179,8 +179,8 @@ def test_real_fvc_crops_keep_ridges_and_the_print():
 
 @pytest.mark.skipif(not (REAL / "socofing_sample" / "Real").is_dir(), reason="real fingerprint samples absent")
 def test_real_socofing_crops_keep_ridges():
-    from data.datasets import LAYOUT_DPI
-    from data.datasets.imread import read_gray
+    from fedprint.data.datasets import LAYOUT_DPI
+    from fedprint.data.datasets.imread import read_gray
 
     paths = sorted((REAL / "socofing_sample" / "Real").glob("*.BMP"))
     _check_crops([read_gray(p) for p in paths], LAYOUT_DPI["socofing"])

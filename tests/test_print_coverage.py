@@ -1,10 +1,10 @@
-"""bench/print_coverage.py: how much of the input window is print, per source and input size."""
+"""studies/print_coverage.py: how much of the input window is print, per source and input size."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from bench.print_coverage import coverage_table, main
+from studies.print_coverage import coverage_table, main
 
 
 def _disc(radius: int, side: int = 400) -> np.ndarray:

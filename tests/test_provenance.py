@@ -1,4 +1,4 @@
-"""Run provenance: every run directory says what produced it (fedprint_config.provenance, fedprint_config.rundir)."""
+"""Run provenance: every run directory says what produced it (fedprint.config.provenance, fedprint.config.rundir)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fedprint_config.provenance import PACKAGES, provenance, provenance_markdown
-from fedprint_config.rundir import new_run_dir, report_provenance
+from fedprint.config.provenance import PACKAGES, provenance, provenance_markdown
+from fedprint.config.rundir import new_run_dir, report_provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 

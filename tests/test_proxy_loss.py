@@ -1,4 +1,4 @@
-"""models.proxy_loss: CosFace against learned finger proxies, and the proxies' start at class means."""
+"""fedprint.models.proxy_loss: CosFace against learned finger proxies, and the proxies' start at class means."""
 
 import math
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.proxy_loss import class_mean_proxies, proxy_cosface_loss
+from fedprint.models.proxy_loss import class_mean_proxies, proxy_cosface_loss
 
 
 def test_cosface_matches_its_equation_on_a_two_finger_case():

@@ -11,10 +11,10 @@ import pytest
 from flwr.app import ConfigRecord, Context, Message, MessageType, Metadata, RecordDict
 from scipy import ndimage
 
-from fedprint_cli import main
-from privacy.ledger import Ledger
-from privacy.publish import pointset
-from privacy.publish.base import check_epsilon
+from fedprint.cli.main import main
+from fedprint.privacy.ledger import Ledger
+from fedprint.privacy.publish import pointset
+from fedprint.privacy.publish.base import check_epsilon
 
 
 def dislocation_print(size: int = 160, seed: int = 0) -> np.ndarray:
@@ -172,7 +172,7 @@ def _query(**config) -> Message:
 
 
 def test_query_handler_publishes_through_node_ledger(tmp_path):
-    from client.publish_handler import REFUSED, publish_handler
+    from fedprint.client.publish_handler import REFUSED, publish_handler
 
     exp = _experiment(tmp_path)
     ledger = tmp_path / "node-ledger.json"
@@ -219,7 +219,7 @@ def test_query_handler_publishes_through_node_ledger(tmp_path):
 
 
 def test_query_twice_with_the_same_request_gives_fresh_noise(tmp_path):
-    from client.publish_handler import publish_handler
+    from fedprint.client.publish_handler import publish_handler
 
     exp = _experiment(tmp_path)
     ctx = Context(run_id=1, node_id=7, state=RecordDict(), run_config={},

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data.synth.generate import finger_records
-from data.synth.profiles import get_profile
-from fedprint_cli import main
-from privacy.publish_eval import NOT_RUN, image_epsilon, publish_eval, rank1_accuracy, split_gallery_probes
+from fedprint.cli.main import main
+from fedprint.data.synth.generate import finger_records
+from fedprint.data.synth.profiles import get_profile
+from fedprint.privacy.publish_eval import NOT_RUN, image_epsilon, publish_eval, rank1_accuracy, split_gallery_probes
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +72,9 @@ def test_checkpoint_gives_siamese_eer(records, tmp_path):
     """The Siamese EER column really scores the model file: a model whose embedding ignores its input (all
     weights 0: every pair at distance 0) must give EER exactly 0.5, a random one something else."""
     torch = pytest.importorskip("torch")
-    from models.model_file import model_bytes
-    from models.preprocess import InputSpec
-    from models.siamese import build_encoder
+    from fedprint.models.model_file import model_bytes
+    from fedprint.models.preprocess import InputSpec
+    from fedprint.models.siamese import build_encoder
 
     eers = {}
     for name in ("constant", "random"):

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from privacy.publish import fourier
-from privacy.publish.empirical import epsilon_lower_bound
-from privacy.publish.primitives import exponential_mechanism_logits
+from fedprint.privacy.publish import fourier
+from fedprint.privacy.publish.empirical import epsilon_lower_bound
+from fedprint.privacy.publish.primitives import exponential_mechanism_logits
 
 MECHS = [fourier.publish_fip, fourier.publish_emk, fourier.publish_bemk]
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privacy.publish import regions
-from privacy.publish.dp_rklap import publish_dp_rklap
-from privacy.publish.empirical import epsilon_lower_bound
-from privacy.publish.klap import publish_klap
-from privacy.publish.lap import publish_lap
-from privacy.publish.regions import allocate_budget, rklap_regions
-from privacy.publish.rklap import publish_rklap
+from fedprint.privacy.publish import regions
+from fedprint.privacy.publish.dp_rklap import publish_dp_rklap
+from fedprint.privacy.publish.empirical import epsilon_lower_bound
+from fedprint.privacy.publish.klap import publish_klap
+from fedprint.privacy.publish.lap import publish_lap
+from fedprint.privacy.publish.regions import allocate_budget, rklap_regions
+from fedprint.privacy.publish.rklap import publish_rklap
 
 MECHANISMS = {"lap": publish_lap, "klap": publish_klap, "rklap": publish_rklap, "dp_rklap": publish_dp_rklap}
 
@@ -33,7 +33,7 @@ def small_case():
 @pytest.fixture(scope="module")
 def synthetic_print():
     """Synthetic 256x393 right loop (W=256, H=393, as FVC2004 DB2) and its ground-truth minutiae."""
-    from data.synth.master import make_master
+    from fedprint.data.synth.master import make_master
 
     m = make_master(0, seed=0, size=(393, 256), pattern_prior={"right_loop": 1.0})
     img = (255 - (m.ridges + 1) * 127.5).astype(np.uint8)  # ridges dark

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from privacy.publish import swp
-from privacy.publish.empirical import epsilon_lower_bound
+from fedprint.privacy.publish import swp
+from fedprint.privacy.publish.empirical import epsilon_lower_bound
 
 MECHS = [swp.publish_swp, swp.publish_sort_swp]
 

@@ -14,14 +14,14 @@ import pytest
 import torch
 from PIL import Image
 
-import fedprint_cli
-from data.stripes import stripe_records, write_generic
-from models.metrics import threshold_at_eer, threshold_at_fmr
-from models.model_file import load_model, model_bytes, recalibrated_bytes
-from models.preprocess import InputSpec
-from models.siamese import build_encoder
-from recognition.matching import evaluate, identify, verify
-from recognition.quality import MIN_QUALITY, LowQualityError, print_quality
+import fedprint.cli.main as fedprint_cli
+from fedprint.data.stripes import stripe_records, write_generic
+from fedprint.models.metrics import threshold_at_eer, threshold_at_fmr
+from fedprint.models.model_file import load_model, model_bytes, recalibrated_bytes
+from fedprint.models.preprocess import InputSpec
+from fedprint.models.siamese import build_encoder
+from fedprint.recognition.matching import evaluate, identify, verify
+from fedprint.recognition.quality import MIN_QUALITY, LowQualityError, print_quality
 
 #: ../shared/data/real beside the checkout (FEDPRINT_TEST_REAL overrides, e.g. from a worktree).
 REAL = Path(os.environ.get("FEDPRINT_TEST_REAL") or Path(__file__).resolve().parents[2] / "shared" / "data" / "real")
@@ -151,32 +151,32 @@ class TestNonFiniteValues:
 
 class TestExitCodes:
     def test_an_unexpected_failure_is_one_line_and_exit_2(self, kit, capsys, monkeypatch):
-        import recognition.matching
+        import fedprint.recognition.matching as matching
 
         def boom(*a, **k):
             raise RuntimeError("kaput\nsecond line")
 
-        monkeypatch.setattr(recognition.matching, "verify", boom)
+        monkeypatch.setattr(matching, "verify", boom)
         code, _, err = run(capsys, "verify", kit["a"], kit["b"], "--model", kit["model"])
         assert code == 2 and err.count("\n") == 1 and "unexpected RuntimeError: kaput second line" in err
 
     def test_ctrl_c_is_one_line_and_exit_130(self, kit, capsys, monkeypatch):
-        import recognition.matching
+        import fedprint.recognition.matching as matching
 
         def interrupted(*a, **k):
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(recognition.matching, "verify", interrupted)
+        monkeypatch.setattr(matching, "verify", interrupted)
         code, _, err = run(capsys, "verify", kit["a"], kit["b"], "--model", kit["model"])
         assert code == 130 and err == "fedprint verify: interrupted\n"
 
     def test_os_errors_name_the_path_without_errno(self, kit, capsys, tmp_path, monkeypatch):
-        import recognition.matching
+        import fedprint.recognition.matching as matching
 
         def denied(*a, **k):
             raise PermissionError(13, "Permission denied", str(tmp_path / "x"))
 
-        monkeypatch.setattr(recognition.matching, "verify", denied)
+        monkeypatch.setattr(matching, "verify", denied)
         code, _, err = run(capsys, "verify", kit["a"], kit["b"], "--model", kit["model"])
         assert code == 2 and "[Errno" not in err and f"Permission denied: {tmp_path / 'x'}" in err
 
@@ -255,14 +255,14 @@ class TestCalibrationAndOpenSet:
 @pytest.mark.skipif(not (REAL / "fvc2002_db1_b").is_dir(), reason="real prints (../shared/data/real) absent")
 class TestRealPrints:
     def test_every_real_print_passes_the_default_gate(self):
-        from data.datasets import load_dataset
+        from fedprint.data.datasets import load_dataset
 
         for name, layout in (("fvc2002_db3_b", "fvc"), ("fvc2002_db1_b", "fvc"), ("socofing_sample", "socofing")):
             q = [print_quality(r.image, r.dpi) for r in load_dataset(layout, REAL / name)]
             assert min(q) > 1.5 * MIN_QUALITY, name
 
     def test_a_blank_image_is_refused_against_a_real_print(self, kit):
-        from data.datasets.imread import read_gray
+        from fedprint.data.datasets.imread import read_gray
 
         m = load_model(kit["model"])
         with pytest.raises(LowQualityError, match="no fingerprint found in B"):

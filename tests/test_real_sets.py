@@ -12,8 +12,8 @@ import cv2
 import numpy as np
 import pytest
 
-from data.real_sets import DEFAULT_REAL_ROOT, REAL_ENV, real_root, real_set_dir, real_set_dirs, set_real_root
-from recognition.real_samples import POOLED, rate_row, real_sample_rows
+from fedprint.data.real_sets import DEFAULT_REAL_ROOT, REAL_ENV, real_root, real_set_dir, real_set_dirs, set_real_root
+from fedprint.recognition.real_samples import POOLED, rate_row, real_sample_rows
 
 SHIPPED_SETS = ("fcj2020_dev", "fvc2002_db1_b", "fvc2002_db3_b", "fvc_300x300_b", "pyfnprint_16x8")
 
@@ -67,7 +67,7 @@ def test_rate_row_counts_pairs_and_hides_fnmr_below_100_impostors():
 
 
 def test_every_model_on_every_set_and_pooled(tmp_path):
-    from models.model_file import pretrained_path
+    from fedprint.models.model_file import pretrained_path
 
     root = _tiny_root(tmp_path)
     rows = real_sample_rows({"shipped": pretrained_path()}, root)
@@ -91,8 +91,8 @@ def test_shipped_real_sets_are_found():
 def test_report_heading_names_the_real_sets_a_run_trained_on(monkeypatch, tmp_path):
     # A real-sensor run scores every real set on all its pairs; the sets it trained on must not be headed
     # "never used in training" (their training fingers are inside those pairs).
-    from fedprint_config.experiment import SourceSection
-    from lab.report import real_sample_heading, trained_real_sets
+    from fedprint.config.experiment import SourceSection
+    from fedprint.lab.report import real_sample_heading, trained_real_sets
 
     root = _tiny_root(tmp_path)
     monkeypatch.setenv(REAL_ENV, str(root))

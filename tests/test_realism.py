@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data.realism import (
+from fedprint.data.realism import (
     equal_error_rate,
     match_points,
     matcher_scores,
@@ -15,7 +15,7 @@ from data.realism import (
     realism_report,
     sample_pairs,
 )
-from data.record import FingerprintRecord, GroundTruth
+from fedprint.data.record import FingerprintRecord, GroundTruth
 
 FVC = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "fvc_300x300_b"
 
@@ -76,7 +76,7 @@ def test_matcher_scores_bad_pairs():
 def test_matcher_scores_extracts_templates_only_for_the_records_its_pairs_use(monkeypatch):
     from types import SimpleNamespace
 
-    import data.realism as realism
+    import fedprint.data.realism as realism
 
     extracted = []
 
@@ -115,7 +115,7 @@ def test_report_rejects_empty():
 @pytest.mark.slow
 @pytest.mark.skipif(not FVC.is_dir(), reason="real FVC samples absent")
 def test_fvc_genuine_beat_impostors():
-    from data.datasets.fvc import load_fvc
+    from fedprint.data.datasets.fvc import load_fvc
 
     recs = [r for r in load_fvc(FVC) if r.identity in {"101", "102", "103"}][:12]
     rep = realism_report(recs, n_genuine=None, n_impostor=30, seed=0, progress=False)
@@ -124,7 +124,7 @@ def test_fvc_genuine_beat_impostors():
 
 
 def test_realism_command_needs_something_to_check(tmp_path) -> None:
-    import fedprint_cli
+    import fedprint.cli.main as fedprint_cli
 
     assert fedprint_cli.main(["data", "realism", "--out", str(tmp_path / "r")]) == 2
     assert not (tmp_path / "r").exists()

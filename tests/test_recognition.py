@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-import fedprint_cli
-from client.trainer import train_siamese
-from data.pairs import make_pairs
-from data.stripes import stripe_records, write_generic
-from fedprint_config import TrainConfig
-from models.model_file import VerifierModel, load_model, model_bytes
-from models.preprocess import InputSpec, to_tensor_batch
-from models.siamese import build_encoder
-from recognition.matching import cmc, evaluate, identify, protocol_pairs
+import fedprint.cli.main as fedprint_cli
+from fedprint.config import TrainConfig
+from fedprint.data.pairs import make_pairs
+from fedprint.data.stripes import stripe_records, write_generic
+from fedprint.models.model_file import VerifierModel, load_model, model_bytes
+from fedprint.models.preprocess import InputSpec, to_tensor_batch
+from fedprint.models.siamese import build_encoder
+from fedprint.recognition.matching import cmc, evaluate, identify, protocol_pairs
+from fedprint.training.trainer import train_siamese
 
 SPEC = InputSpec(size=32)
 
@@ -50,7 +50,7 @@ def test_fvc_protocol_pairs():
 
 def test_evaluate_and_identify_work_on_held_out_fingers(toy):
     model_path, data = toy
-    from data.datasets import load_dataset
+    from fedprint.data.datasets import load_dataset
 
     m = load_model(model_path)
     recs = load_dataset("generic", data, dpi=None)
@@ -87,7 +87,7 @@ def test_evaluate_and_identify_commands_write_their_outputs(toy, tmp_path, capsy
 
 
 def test_model_without_threshold_needs_one():
-    from recognition.matching import verify
+    from fedprint.recognition.matching import verify
 
     m = VerifierModel(build_encoder("compact", 8, width=4).eval(), SPEC, None)
     img = np.zeros((32, 32), np.uint8)
@@ -96,9 +96,9 @@ def test_model_without_threshold_needs_one():
 
 
 def test_fused_score_needs_the_model_files_calibration_and_uses_it(toy, tmp_path):
-    from data.datasets import load_dataset
-    from models.dense_match import cell_descriptors, dense_similarity, feature_grid
-    from recognition.matching import fused_distances
+    from fedprint.data.datasets import load_dataset
+    from fedprint.models.dense_match import cell_descriptors, dense_similarity, feature_grid
+    from fedprint.recognition.matching import fused_distances
 
     model_path, data = toy
     recs = load_dataset("generic", data, dpi=None)
@@ -156,8 +156,8 @@ def test_calibrate_and_evaluate_with_the_fused_score(toy, tmp_path, capsys):
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     assert metrics["score"] == "fused" and metrics["threshold"] == -m.meta["score_fusion"]["threshold"]
     # verify and identify with the fused score agree with evaluate's fused distances on the same pairs
-    from data.datasets import load_dataset
-    from recognition.matching import fused_distances, verify
+    from fedprint.data.datasets import load_dataset
+    from fedprint.recognition.matching import fused_distances, verify
 
     recs = load_dataset("generic", data64, dpi=None)
     ref = fused_distances(m, recs, protocol_pairs(recs, "all"))
@@ -184,6 +184,7 @@ def test_calibrate_and_evaluate_with_the_fused_score(toy, tmp_path, capsys):
 
 
 def test_cli_score_choices_are_the_matchers():
-    from recognition import cli, matching
+    from fedprint.cli import verify as cli
+    from fedprint.recognition import matching
 
     assert cli.SCORES == matching.SCORES

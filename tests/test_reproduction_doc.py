@@ -1,4 +1,4 @@
-"""bench/reproduction_doc.py renders docs/reproduction.md from run folders: a tiny fake run folder (no real data)."""
+"""studies/reproduction_doc.py renders docs/reproduction.md from run folders: a tiny fake run folder (no real data)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from bench import reproduce_seeds as rs
-from bench.reproduction_doc import NOT_YET, render
-from privacy.publish_eval import RESULT_COLUMNS
+from fedprint.privacy.publish_eval import RESULT_COLUMNS
+from studies import reproduce_seeds as rs
+from studies.reproduction_doc import NOT_YET, render
 
 
 def _write_results(folder, rows):
@@ -35,7 +35,7 @@ def fake_runs(tmp_path):
     with open(runs / rs.TABLE41 / "table41.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["n", "epsilon", "k_paper", "err_paper", "k_best", "err_best"])
-        from privacy.publish.pointset import PAPER_TABLE_EPS, PAPER_TABLE_K, PAPER_TABLE_N
+        from fedprint.privacy.publish.pointset import PAPER_TABLE_EPS, PAPER_TABLE_K, PAPER_TABLE_N
 
         for i, n in enumerate(PAPER_TABLE_N):
             for j, e in enumerate(PAPER_TABLE_EPS):
@@ -51,7 +51,7 @@ def test_render_from_fake_runs(fake_runs, tmp_path):
     assert "6.1 %" in text and "73.5 %" in text and "62.65 %" in text and "10.32 %" in text
     assert "refused" in text
     # missing runs: "not yet run" with the exact command
-    assert f"*{NOT_YET}*: `python bench/reproduce_seeds.py --run 000-sound-eps`" in text
+    assert f"*{NOT_YET}*: `python -m studies.reproduce_seeds --run 000-sound-eps`" in text
     assert "--epsilon-unit mn/256" in text  # the fedprint command behind 000-paper-eps is printed
     # Table 4.1: every cell ours better (error ratio 0.50), the thesis's k and ours
     assert "51 → 204 (0.50)" in text and "in 24 of 24 cells" in text
@@ -101,7 +101,7 @@ def test_every_run_is_a_valid_publish_eval_command():
     """The commands the document prints parse as `fedprint publish-eval` arguments (ε grids, units, options)."""
     import argparse
 
-    from privacy import publish_cli
+    from fedprint.cli import publish as publish_cli
 
     parser = argparse.ArgumentParser()
     publish_cli.register(parser.add_subparsers())

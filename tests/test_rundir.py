@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from data.atomic_io import write_csv, write_json
-from fedprint_config.rundir import markdown_table, new_run_dir
+from fedprint.config.rundir import markdown_table, new_run_dir
+from fedprint.data.atomic_io import write_csv, write_json
 
 
 def test_json_and_csv(tmp_path):
@@ -40,7 +40,7 @@ def test_written_files_are_readable_by_other_users(tmp_path):
     """mkstemp's 0600 must not reach the result: a ClientApp container (uid 49999) reads the data read-only."""
     import os
 
-    from data.atomic_io import atomic_write_bytes, creation_mode
+    from fedprint.data.atomic_io import atomic_write_bytes, creation_mode
 
     old = os.umask(0o022)
     try:

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from privacy.templates import embedding_sketch, entropy, interval_sketch
+from fedprint.privacy.templates import embedding_sketch, entropy, interval_sketch
 
 
 def test_interval_sketch_recovers_b_v_exactly_inside():

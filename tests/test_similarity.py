@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from privacy import similarity
-from privacy.similarity import (
+from fedprint.privacy import similarity
+from fedprint.privacy.similarity import (
     ALEXNET_CHECKPOINT,
     LPIPSUnavailable,
     image_similarity,
@@ -124,7 +124,7 @@ def test_lpips_loads_every_weight_from_the_files(img, tmp_path, monkeypatch, no_
 
 
 def test_alexnet_weights_path_from_environment(tmp_path, monkeypatch) -> None:
-    from privacy.similarity import WEIGHTS_ENV, LPIPSUnavailable, alexnet_checkpoint_path, lpips_distance
+    from fedprint.privacy.similarity import WEIGHTS_ENV, LPIPSUnavailable, alexnet_checkpoint_path, lpips_distance
 
     given = tmp_path / "alexnet.pth"
     monkeypatch.setenv(WEIGHTS_ENV, str(given))

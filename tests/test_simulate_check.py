@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from data.real_sets import REAL_ENV, real_root
-from data.sources import load_source, make_partitions
-from data.stripes import stripe_records
-from fedprint_config import SHIPPED_DIR, load_experiment
-from lab.simulate import check_partitions
+from fedprint.config import SHIPPED_DIR, load_experiment
+from fedprint.data.real_sets import REAL_ENV, real_root
+from fedprint.data.sources import load_source, make_partitions
+from fedprint.data.stripes import stripe_records
+from fedprint.lab.simulate import check_partitions
 
 SHIPPED = sorted(p.stem for p in SHIPPED_DIR.glob("*.toml"))
 

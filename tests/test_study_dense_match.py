@@ -1,8 +1,8 @@
-"""bench/study_dense_match.py: a lever is compared with its baseline split by split, on every score."""
+"""studies/study_dense_match.py: a lever is compared with its baseline split by split, on every score."""
 
 from __future__ import annotations
 
-from bench.study_dense_match import SCORES, _lever_lines
+from studies.study_dense_match import SCORES, _lever_lines
 
 
 def _row(variant: str, split: int, eer: float) -> dict:
@@ -23,7 +23,7 @@ def test_levers_are_paired_by_split_and_unpaired_splits_left_out():
 
 
 def test_scores_are_cached_until_an_input_changes(tmp_path):
-    from bench.study_dense_match import cached_rows
+    from studies.study_dense_match import cached_rows
 
     model = tmp_path / "model.pt"
     model.write_bytes(b"weights 1")

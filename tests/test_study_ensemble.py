@@ -1,11 +1,11 @@
-"""bench/study_ensemble.py: members and their mean cosine, paired by split; bad options named."""
+"""studies/study_ensemble.py: members and their mean cosine, paired by split; bad options named."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from bench.study_ensemble import _cached, main, over_sets, parse_ensembles, scored_rows, summary_rows
+from studies.study_ensemble import _cached, main, over_sets, parse_ensembles, scored_rows, summary_rows
 
 
 def test_averaging_members_with_independent_errors_lowers_the_eer():

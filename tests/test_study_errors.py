@@ -1,13 +1,13 @@
-"""bench/study_errors.py: ridge-area centroids, the operating threshold and the error summary's arithmetic."""
+"""studies/study_errors.py: ridge-area centroids, the operating threshold and the error summary's arithmetic."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from bench.study_errors import error_summary, main, montage, ridge_centroids
-from data.pairs import PairSet
-from models.metrics import threshold_at_fmr
+from fedprint.data.pairs import PairSet
+from fedprint.models.metrics import threshold_at_fmr
+from studies.study_errors import error_summary, main, montage, ridge_centroids
 
 
 def test_ridge_centroid_finds_a_striped_patch_on_a_flat_background():

@@ -1,4 +1,4 @@
-"""bench/study_fusion.py: the pair subset, the cached classical scores and the fused score."""
+"""studies/study_fusion.py: the pair subset, the cached classical scores and the fused score."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import bench.study_fusion as study
-from data.pairs import PairSet
-from models.metrics import rank_fusion
+import studies.study_fusion as study
+from fedprint.data.pairs import PairSet
+from fedprint.models.metrics import rank_fusion
 
 
 def test_subset_draws_the_asked_pairs_of_each_class_without_repeats():

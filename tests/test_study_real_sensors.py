@@ -1,4 +1,4 @@
-"""bench/study_real_sensors.py on a small fabricated multi-seed folder: per-institution and pooled cells with
+"""studies/study_real_sensors.py on a small fabricated multi-seed folder: per-institution and pooled cells with
 their pair counts, AFFR − FedAvg paired by seed with a verdict that refuses to over-read."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.study_real_sensors import build, cell_values, paired_affr
+from studies.study_real_sensors import build, cell_values, paired_affr
 
 INSTITUTIONS = {"fcj2020_dev": (600, 9000), "fvc2002_db1_b": (84, 216)}
 
@@ -71,7 +71,7 @@ def test_paired_verdicts():
 
 
 def test_classical_heldout_summary_says_who_wins_and_keeps_fusion_apart():
-    from bench.classical_heldout import summary
+    from studies.classical_heldout import summary
 
     rows = [{"seed": s, "institution": "a", "genuine": 10, "impostor": 20, "classical": 0.10, "fedavg": e,
              "fedavg + classical": 0.05} for s, e in ((0, 0.08), (1, 0.12))]
@@ -85,7 +85,7 @@ def test_classical_heldout_summary_says_who_wins_and_keeps_fusion_apart():
 def test_pooled_rows_compare_on_the_same_pairs_and_hide_unresolvable_fnmr(tmp_path):
     import json
 
-    from bench.study_real_sensors import pooled_rows
+    from studies.study_real_sensors import pooled_rows
 
     (tmp_path / "metrics.json").write_text(json.dumps({"per_client": [
         {"client": "a", "eer": 0.05, "fmr100": 0.2, "n_genuine": 50, "n_impostor": 500},

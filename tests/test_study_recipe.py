@@ -1,4 +1,4 @@
-"""bench/study_recipe.py: the TOML of a variant (FCJ copy, width), where a run trained, the split table."""
+"""studies/study_recipe.py: the TOML of a variant (FCJ copy, width), where a run trained, the split table."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import study_recipe as sr
+from studies import study_recipe as sr
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +44,7 @@ def test_a_synthetic_pretraining_takes_its_training_seed_and_keeps_the_generator
 
 def test_every_variant_toml_is_a_valid_experiment(tmp_path):
     """Booleans (``align = true``) and every other value are written as TOML the config parser accepts."""
-    from fedprint_config.experiment import parse_config
+    from fedprint.config.experiment import parse_config
 
     for name in sr.VARIANTS:
         cfg = parse_config(tomllib.loads(sr.variant_toml(name, tmp_path / "real", tmp_path / "runs")), source=name)

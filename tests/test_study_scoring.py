@@ -1,4 +1,4 @@
-"""bench/study_scoring.py: cohort score normalisation and the paired table."""
+"""studies/study_scoring.py: cohort score normalisation and the paired table."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.study_scoring import main, paired_rows, snorm
-from models.metrics import eer
+from fedprint.models.metrics import eer
+from studies.study_scoring import main, paired_rows, snorm
 
 
 def test_snorm_removes_a_per_print_offset_that_the_raw_score_carries():
@@ -61,8 +61,8 @@ def test_bad_sizes_are_named(tmp_path, capsys):
 
 
 def test_ensemble_averages_the_runs_and_refuses_other_pairs(monkeypatch):
-    import bench.study_scoring as study
-    from data.pairs import PairSet
+    import studies.study_scoring as study
+    from fedprint.data.pairs import PairSet
 
     same = PairSet(np.array([0, 1, 2]), np.array([1, 2, 3]), np.array([1, 0, 0]))
     other = PairSet(np.array([0, 1, 2]), np.array([1, 2, 4]), np.array([1, 0, 0]))

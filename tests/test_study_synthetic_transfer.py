@@ -1,4 +1,4 @@
-"""bench/study_synthetic_transfer.py: variant TOMLs are the shipped recipe plus one lever; the doc pairs each
+"""studies/study_synthetic_transfer.py: variant TOMLs are the shipped recipe plus one lever; the doc pairs each
 lever with the baseline of the same seed and leaves out sets too small to resolve an EER."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import tomllib
 
 import pytest
 
-from bench import doc_tail
-from bench.study_synthetic_transfer import (
+from fedprint.config.experiment import parse_experiment
+from studies import doc_tail
+from studies.study_synthetic_transfer import (
     BASE_TOML,
     SCRIPT,
     VARIANTS,
@@ -19,7 +20,6 @@ from bench.study_synthetic_transfer import (
     summarise,
     variant_toml,
 )
-from fedprint_config.experiment import parse_experiment
 
 
 def test_variant_toml_is_the_shipped_recipe_plus_the_lever():
@@ -54,7 +54,7 @@ def test_summary_and_paired_differences():
     assert set(base[1000]["embedding"]["sets"]) == {"a", "b"}  # "tiny" (27 impostor pairs) left out
     assert base[1000]["embedding"]["mean"] == pytest.approx(0.15) and "fused" not in base[1000]
     results = {("baseline", s): base[s] for s in base} | {("texture", s): tex[s] for s in tex}
-    doc = render(results, {"a": (200, 2000), "b": (200, 2000)}, {}, "python bench/study_synthetic_transfer.py")
+    doc = render(results, {"a": (200, 2000), "b": (200, 2000)}, {}, "python -m studies.study_synthetic_transfer")
     assert "| texture |" in doc and "-3.0, -2.0" in doc and "-2.5 [" in doc
     assert "a 200 / 2,000" in doc and "tiny" not in doc
 

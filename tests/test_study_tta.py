@@ -1,13 +1,13 @@
-"""bench/study_tta.py: scoring a chosen pair set (a run's held-out pairs) equals scoring it among every pair."""
+"""studies/study_tta.py: scoring a chosen pair set (a run's held-out pairs) equals scoring it among every pair."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from bench import study_tta
-from models.model_file import load_model, pretrained_path
-from recognition.matching import protocol_pairs
+from fedprint.models.model_file import load_model, pretrained_path
+from fedprint.recognition.matching import protocol_pairs
+from studies import study_tta
 
 
 def test_held_out_pairs_score_as_they_do_among_all_pairs(toy_records):

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.supcon import batch_supcon_loss
+from fedprint.models.supcon import batch_supcon_loss
 
 
 def _reference(e: torch.Tensor, lab: torch.Tensor, tau: float, m: float = 0.0) -> float:
@@ -75,12 +75,12 @@ def test_no_genuine_pair_gives_zero_and_bad_inputs_are_named():
 
 
 def test_training_with_supcon_lowers_it_and_config_checks():
-    from client.trainer import train_siamese
-    from data.pairs import make_pairs
-    from data.stripes import stripe_records
-    from fedprint_config import TrainConfig
-    from models.preprocess import InputSpec, to_tensor_batch
-    from models.siamese import build_encoder
+    from fedprint.config import TrainConfig
+    from fedprint.data.pairs import make_pairs
+    from fedprint.data.stripes import stripe_records
+    from fedprint.models.preprocess import InputSpec, to_tensor_batch
+    from fedprint.models.siamese import build_encoder
+    from fedprint.training.trainer import train_siamese
 
     recs = stripe_records(n_fingers=4, n_impressions=4, size=64, seed=2)
     x = to_tensor_batch([r.image for r in recs], InputSpec(size=64))
@@ -102,12 +102,12 @@ def test_training_with_supcon_lowers_it_and_config_checks():
 
 def test_dp_sgd_refuses_a_loss_it_cannot_clip_per_pair():
     pytest.importorskip("opacus")
-    from client.dp_sgd import make_dp_trainer
-    from data.pairs import make_pairs
-    from data.stripes import stripe_records
-    from fedprint_config import TrainConfig
-    from models.preprocess import InputSpec, to_tensor_batch
-    from models.siamese import build_encoder
+    from fedprint.config import TrainConfig
+    from fedprint.data.pairs import make_pairs
+    from fedprint.data.stripes import stripe_records
+    from fedprint.models.preprocess import InputSpec, to_tensor_batch
+    from fedprint.models.siamese import build_encoder
+    from fedprint.training.dp_sgd import make_dp_trainer
 
     recs = stripe_records(n_fingers=3, n_impressions=2, size=32, seed=1)
     x = to_tensor_batch([r.image for r in recs], InputSpec(size=32))

@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from data.minutiae import extract_minutiae
-from data.synth.generate import finger_records, generate_dataset, load_generated
-from data.synth.impression import render_impression
-from data.synth.master import make_master
-from data.synth.profiles import get_profile
-from fedprint_cli import main
+from fedprint.cli.main import main
+from fedprint.data.minutiae import extract_minutiae
+from fedprint.data.synth.generate import finger_records, generate_dataset, load_generated
+from fedprint.data.synth.impression import render_impression
+from fedprint.data.synth.master import make_master
+from fedprint.data.synth.profiles import get_profile
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from skimage.morphology import skeletonize
 
-from data.record import BIFURCATION, ENDING
-from data.synth.impression import forward_map, inverse_map, render_impression, sample_placement
-from data.synth.master import Master
-from data.synth.profiles import get_profile, load_profiles, pattern_prior, profile_names
+from fedprint.data.record import BIFURCATION, ENDING
+from fedprint.data.synth.impression import forward_map, inverse_map, render_impression, sample_placement
+from fedprint.data.synth.master import Master
+from fedprint.data.synth.profiles import get_profile, load_profiles, pattern_prior, profile_names
 
 PERIOD = 9.0
 
@@ -205,7 +205,7 @@ def test_pattern_priors_follow_table1():
     # the population tables are Yan et al. 2025 Table 1's Black, White and Asian columns
     import tomllib
 
-    from data.synth.profiles import PROFILES_FILE
+    from fedprint.data.synth.profiles import PROFILES_FILE
 
     pops = tomllib.loads(PROFILES_FILE.read_text())["populations"]
     assert pops["african"] == {"loops": 27, "whorls": 22, "arches": 32, "tented_arches": 15}
@@ -227,7 +227,7 @@ def test_pattern_priors_follow_table1():
     ("ink_gain = [2.5, 3.5]", "ink_gain = [0.0, 3.5]", r"casia.*ink_gain"),
 ])
 def test_bad_profile_toml_names_the_problem(tmp_path, old, new, match):
-    from data.synth.profiles import PROFILES_FILE
+    from fedprint.data.synth.profiles import PROFILES_FILE
 
     text = PROFILES_FILE.read_text()
     assert old in text
@@ -246,7 +246,7 @@ def test_shipped_profile_names():
 @pytest.mark.parametrize("name", ["socofing", "casia"])
 def test_coarse_remap_grid_matches_the_exact_map_everywhere(name):
     """The upsampled coarse map equals the exact inverse map at every output pixel, image borders included."""
-    from data.synth.impression import _remap_grid
+    from fedprint.data.synth.impression import _remap_grid
 
     p = get_profile(name)
     m = ring_master(*p.master_size)
@@ -262,7 +262,7 @@ def test_coarse_remap_grid_matches_the_exact_map_everywhere(name):
 
 
 def test_a_profile_takes_its_base_profiles_keys_and_siblings(tmp_path):
-    from data.synth.profiles import PROFILES_FILE
+    from fedprint.data.synth.profiles import PROFILES_FILE
 
     casia, whole, sib = get_profile("casia"), get_profile("casia_whole"), get_profile("casia_siblings")
     assert whole.master_size == (440, 400) and whole.contact_fraction == (0.8, 1.05)  # its own keys win
@@ -282,7 +282,7 @@ def test_a_profile_takes_its_base_profiles_keys_and_siblings(tmp_path):
 
 
 def test_finger_records_draw_sibling_masters_from_the_profile(monkeypatch):
-    import data.synth.generate as generate
+    import fedprint.data.synth.generate as generate
 
     seen = []
     real = generate.make_master

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from data.synth.master import PATTERNS, Master, make_master
-from data.synth.orientation import zero_pole_orientation
+from fedprint.data.synth.master import PATTERNS, Master, make_master
+from fedprint.data.synth.orientation import zero_pole_orientation
 
 SIZE = (240, 220)  # small canvas: fast, still several ridges between singular points
 

@@ -4,7 +4,7 @@ masked helper field lets an offline attacker find the PIN."""
 import numpy as np
 import pytest
 
-from attacks.template_attacks import (
+from fedprint.attacks.template_attacks import (
     correlation_attack,
     helper_link_score,
     helper_smoothness,
@@ -13,12 +13,12 @@ from attacks.template_attacks import (
     linkage_success,
     pin_search,
 )
-from data.synth.generate import finger_records
-from data.synth.profiles import get_profile
-from privacy.templates.alignment import BACKGROUND, helper_field
-from privacy.templates.fuzzy_vault import chaff_codes, lock
-from privacy.templates.password import derive_key, mask_helper, transform_minutiae
-from privacy.templates.quantise import code_points, minutia_codes
+from fedprint.data.synth.generate import finger_records
+from fedprint.data.synth.profiles import get_profile
+from fedprint.privacy.templates.alignment import BACKGROUND, helper_field
+from fedprint.privacy.templates.fuzzy_vault import chaff_codes, lock
+from fedprint.privacy.templates.password import derive_key, mask_helper, transform_minutiae
+from fedprint.privacy.templates.quantise import code_points, minutia_codes
 
 PARAMS = {"degree": 8, "slots": 1, "tol_px": 12.0, "tol_angle": float(np.deg2rad(30)), "max_trials": 4000}
 TOL = {"tol_px": 6.0, "tol_angle": float(np.deg2rad(20))}

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-import fedprint_cli
+import fedprint.cli.main as fedprint_cli
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "fvc2002_db1_b"
 if not REAL.is_dir():

@@ -8,8 +8,8 @@ import cv2
 import numpy as np
 import pytest
 
-from data.stripes import stripe_records
-from fedprint_cli import main
+from fedprint.cli.main import main
+from fedprint.data.stripes import stripe_records
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def test_train_writes_a_complete_run_dir(dataset_config, tmp_path, mode, capsys)
     assert 0.0 <= metrics["average"]["eer"] <= 1.0
     files = sorted(run_dir.glob("model_*.pt"))
     assert len(files) == (1 if mode == "centralized" else 2)
-    from models.model_file import load_model
+    from fedprint.models.model_file import load_model
 
     for f in files:  # usable model files: weights, pipeline, a validation threshold, provenance
         m = load_model(f)
@@ -72,10 +72,10 @@ def test_fold_option_overrides_the_experiments_fold(dataset_config, tmp_path, ca
 
 
 def test_classical_comparison_uses_the_same_pairs(toy_records):
-    from client.local_data import build_client_data
-    from lab.train_run import classical_comparison
-    from models.preprocess import InputSpec
-    from models.siamese import new_encoder
+    from fedprint.lab.train_run import classical_comparison
+    from fedprint.models.preprocess import InputSpec
+    from fedprint.models.siamese import new_encoder
+    from fedprint.training.local_data import build_client_data
 
     data = build_client_data(toy_records, name="c", spec=InputSpec(size=32), seed=0, progress=False)
     net, other = new_encoder("compact", 8, 0), new_encoder("compact", 8, 1)
@@ -90,7 +90,7 @@ def test_classical_comparison_uses_the_same_pairs(toy_records):
 
 
 def test_fused_eers_z_sum_and_a_constant_matcher():
-    from lab.train_run import fused_eers
+    from fedprint.lab.train_run import fused_eers
 
     labels = np.array([1, 1, 1, 0, 0, 0, 0, 0])
     deep_d = np.array([0.1, 0.5, 0.2, 0.4, 0.6, 0.7, 0.8, 0.9])  # genuine 0.5 lies among the impostors

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from client.evaluation import validation_accuracy
-from client.experiment_data import union
-from client.local_data import build_client_data
-from client.trainer import pair_distances
-from data.stripes import stripe_records
-from fedprint_config import TrainConfig
-from lab.baselines import evaluate_clients, train_centralized, train_local
-from models.preprocess import InputSpec
-from privacy.fpdfsn import FPDFSNParams
+from fedprint.config import TrainConfig
+from fedprint.data.stripes import stripe_records
+from fedprint.lab.baselines import evaluate_clients, train_centralized, train_local
+from fedprint.models.preprocess import InputSpec
+from fedprint.privacy.fpdfsn import FPDFSNParams
+from fedprint.training.evaluation import validation_accuracy
+from fedprint.training.experiment_data import union
+from fedprint.training.local_data import build_client_data
+from fedprint.training.trainer import pair_distances
 
 SPEC = InputSpec(size=32)
 
@@ -87,7 +87,7 @@ def test_bad_train_config():
 
 
 def _ema_setup():
-    from models.siamese import CompactEncoder
+    from fedprint.models.siamese import CompactEncoder
 
     data = _client(stripe_records(n_fingers=6, n_impressions=2, size=32))
     assert len(np.unique(np.concatenate([data.train_pairs.a, data.train_pairs.b]))) <= 4 * 2  # one P x K step
@@ -96,7 +96,7 @@ def _ema_setup():
 
 
 def _train_copy(net, data, **kw):
-    from client.trainer import train_siamese
+    from fedprint.training.trainer import train_siamese
 
     net = copy.deepcopy(net)
     cfg = TrainConfig(epochs=kw.pop("epochs", 3), lr=1e-2, p=4, k=2, schedule="constant", seed=1, **kw)
@@ -124,7 +124,7 @@ def test_weight_average_decay_is_validated():
 
 def test_weight_decay_is_decoupled_and_off_by_default():
     """[train] weight_decay λ: each step shrinks a weight by lr·λ whatever its gradient (AdamW); 0 is plain Adam."""
-    from client.trainer import adam
+    from fedprint.training.trainer import adam
 
     w = torch.nn.Parameter(torch.full((3,), 2.0))
     opt = adam([w], TrainConfig(lr=0.1, weight_decay=0.5))
@@ -150,7 +150,7 @@ def test_weight_decay_changes_training():
 def test_flipped_identities_are_new_fingers():
     """[train] flip_identities: every used image's flips appended as fingers of their own, never partners of
     the original (a mirrored print is no impression of its finger)."""
-    from client.trainer import flipped_identities
+    from fedprint.training.trainer import flipped_identities
 
     images = torch.arange(5 * 4 * 4, dtype=torch.float32).view(5, 1, 4, 4)
     used, labels = np.array([0, 2, 3]), np.array([0, 0, 1])
@@ -168,7 +168,7 @@ def test_flipped_identities_are_new_fingers():
 
 
 def test_flip_identities_is_validated_and_trains_at_the_real_prints_step_count(monkeypatch):
-    import client.trainer as trainer
+    import fedprint.training.trainer as trainer
 
     with pytest.raises(ValueError, match="flip_identities"):
         TrainConfig(flip_identities=2)
@@ -201,7 +201,7 @@ def test_proxy_loss_is_validated_reported_and_changes_training():
 
 
 def test_domain_batches_draw_each_batch_from_one_institution_in_proportion():
-    from client.trainer import pk_batches
+    from fedprint.training.trainer import pk_batches
 
     labels = np.repeat(np.arange(30), 4)  # fingers 0-19 at institution 0, 20-29 at institution 1
     groups = (labels >= 20).astype(int)
@@ -220,7 +220,7 @@ def test_domain_batches_draw_each_batch_from_one_institution_in_proportion():
 
 
 def test_centralized_domain_batches_keep_the_twins_with_their_institution(monkeypatch):
-    import client.trainer as trainer
+    import fedprint.training.trainer as trainer
 
     seen, real = [], trainer.pk_batches
     monkeypatch.setattr(trainer, "pk_batches", lambda lab, p, k, n, rng, groups=None: seen.append(
@@ -244,7 +244,7 @@ def test_centralized_domain_batches_keep_the_twins_with_their_institution(monkey
 def test_l2sp_term_is_half_mu_times_the_squared_distance_to_the_start():
     """[train] l2sp μ: the term added to the loss is (μ/2)·Σ‖w − w₀‖², w₀ the weights the call starts from (a
     missing 1/2 or a distance to zero instead of to w₀ gives another number)."""
-    from client.trainer import _with_l2sp
+    from fedprint.training.trainer import _with_l2sp
 
     net, _ = _ema_setup()
     assert _with_l2sp(net, None, 0.0) is None
@@ -273,7 +273,7 @@ def test_l2sp_keeps_training_near_the_start_and_off_changes_nothing():
 
 
 def test_freeze_blocks_holds_the_leading_blocks_and_trains_the_rest():
-    from models.siamese import leading_block_parameters
+    from fedprint.models.siamese import leading_block_parameters
 
     net, data = _ema_setup()
     lead = leading_block_parameters(net, 2)
@@ -294,7 +294,7 @@ def test_freeze_blocks_holds_the_leading_blocks_and_trains_the_rest():
 
 
 def test_freeze_blocks_names_an_encoder_without_conv_blocks():
-    from models.siamese import leading_block_parameters
+    from fedprint.models.siamese import leading_block_parameters
 
     with pytest.raises(ValueError, match="freeze_blocks: Linear has no stack"):
         leading_block_parameters(torch.nn.Linear(2, 2), 1)

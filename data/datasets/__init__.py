@@ -1,4 +1,4 @@
-"""Loaders for real fingerprint databases; all yield :class:`data.record.FingerprintRecord`.
+"""Loaders for real fingerprint databases; all yield :class:`fedprint.data.record.FingerprintRecord`.
 
 Layouts (folder structure; details and sources in each module's docstring):
 
@@ -13,7 +13,7 @@ Layouts (folder structure; details and sources in each module's docstring):
 ``generic``
     ``<identity>/<impression>.<png|bmp|tif|tiff>``, plus ``manifest.json`` for synthetic datasets
 
-Every loader validates each image (:func:`data.datasets.imread.read_gray`), never resizes, and returns records
+Every loader validates each image (:func:`fedprint.data.datasets.imread.read_gray`), never resizes, and returns records
 sorted by identity, impression and alteration. Bad input raises :class:`DatasetError` naming the file, or with
 ``skip_bad=True`` is logged, appended to ``report`` as ``(path, reason)`` and skipped. Problems that leave
 nothing to load (missing root or required folder, invalid manifest, no file matching the layout) raise even
@@ -26,10 +26,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from data.datasets import casia, fvc, generic, nist_sd10, socofing
-from data.datasets.imread import ImageReadError, read_gray
-from data.datasets.scan import DatasetError
-from data.record import FingerprintRecord
+from fedprint.data.datasets import casia, fvc, generic, nist_sd10, socofing
+from fedprint.data.datasets.imread import ImageReadError, read_gray
+from fedprint.data.datasets.scan import DatasetError
+from fedprint.data.record import FingerprintRecord
 
 #: Layout name -> loader ``f(root, *, skip_bad=False, report=None, **options) -> list[FingerprintRecord]``.
 LAYOUTS: dict[str, Callable[..., list[FingerprintRecord]]] = {

@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from data.datasets.scan import Scan, image_files
-from data.record import FingerprintRecord
+from fedprint.data.datasets.scan import Scan, image_files
+from fedprint.data.record import FingerprintRecord
 
 DOMAIN = "casia_v5"
 _NAME = re.compile(r"^(\d{3})_([LR])([0-3])_([0-4])$")
@@ -50,7 +50,7 @@ def load_casia(
     root : str or Path
         Folder holding the subject folders (or their single parent folder).
     skip_bad, report
-        See :class:`data.datasets.scan.Scan`.
+        See :class:`fedprint.data.datasets.scan.Scan`.
 
     Returns
     -------

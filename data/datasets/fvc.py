@@ -24,8 +24,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from data.datasets.scan import Scan, image_files, is_image
-from data.record import FingerprintRecord
+from fedprint.data.datasets.scan import Scan, image_files, is_image
+from fedprint.data.record import FingerprintRecord
 
 _NAME = re.compile(r"^(\d+)_(\d+)$")
 _YEAR = re.compile(r"fvc[\s_-]?(2000|2002|2004)", re.IGNORECASE)
@@ -66,7 +66,7 @@ def load_fvc(
     root : str or Path
         Folder holding ``<finger>_<impression>.tif`` files or ``DBn_A``/``DBn_B`` folders of them.
     skip_bad, report
-        See :class:`data.datasets.scan.Scan`.
+        See :class:`fedprint.data.datasets.scan.Scan`.
 
     Returns
     -------

@@ -18,9 +18,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from data.datasets.imread import IMAGE_SUFFIXES
-from data.datasets.scan import DatasetError, Scan, image_files, is_image
-from data.record import STANDARD_DPI, FingerprintRecord, GroundTruth
+from fedprint.data.datasets.imread import IMAGE_SUFFIXES
+from fedprint.data.datasets.scan import DatasetError, Scan, image_files, is_image
+from fedprint.data.record import STANDARD_DPI, FingerprintRecord, GroundTruth
 
 SYNTH_FORMAT = "fedprint-synth/1"
 MANIFEST = "manifest.json"
@@ -74,7 +74,7 @@ def load_generic(
     root : str or Path
         Dataset folder.
     skip_bad, report
-        See :class:`data.datasets.scan.Scan`.
+        See :class:`fedprint.data.datasets.scan.Scan`.
     domain : str
         Domain tag for non-synthetic folders (default ``"generic"``); a synthetic manifest overrides it.
 

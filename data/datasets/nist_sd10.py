@@ -27,8 +27,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from data.datasets.scan import Scan, image_files, is_image
-from data.record import FingerprintRecord
+from fedprint.data.datasets.scan import Scan, image_files, is_image
+from fedprint.data.record import FingerprintRecord
 
 _NAME = re.compile(r"^([fs])(\d+(?:_\d+)?)$")
 _SD_DIR = re.compile(r"^(?:nist[_-]?)?sd[_-]?0*(\d+)(?:\D.*)?$", re.IGNORECASE)
@@ -69,7 +69,7 @@ def load_nist(
     root : str or Path
         Folder searched recursively.
     skip_bad, report
-        See :class:`data.datasets.scan.Scan`.
+        See :class:`fedprint.data.datasets.scan.Scan`.
 
     Returns
     -------

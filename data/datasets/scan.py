@@ -13,10 +13,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from data.datasets.imread import IMAGE_SUFFIXES, ImageReadError, read_gray
-from data.record import FingerprintRecord, GroundTruth
+from fedprint.data.datasets.imread import IMAGE_SUFFIXES, ImageReadError, read_gray
+from fedprint.data.record import FingerprintRecord, GroundTruth
 
-log = logging.getLogger("data.datasets")
+log = logging.getLogger("fedprint.data.datasets")
 
 
 class DatasetError(ValueError):

@@ -16,7 +16,7 @@ Layout relied on (Kaggle distribution ``ruizgara/socofing``; the sample in
   image whose real image is absent (a partial copy) is still loaded, under the identity its name gives.
 
 Names are matched case-sensitively as above, suffixes case-insensitively. The ``Real/`` BMPs are 32-bit with
-equal colour channels and an inert alpha channel; :func:`data.datasets.imread.read_gray` documents how that is
+equal colour channels and an inert alpha channel; :func:`fedprint.data.datasets.imread.read_gray` documents how that is
 read.
 """
 
@@ -25,9 +25,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from data.datasets.imread import IMAGE_SUFFIXES
-from data.datasets.scan import Scan, image_files, require_dir
-from data.record import FingerprintRecord
+from fedprint.data.datasets.imread import IMAGE_SUFFIXES
+from fedprint.data.datasets.scan import Scan, image_files, require_dir
+from fedprint.data.record import FingerprintRecord
 
 DOMAIN = "socofing"
 _STEM = r"(\d+)__([MF])_(Left|Right)_(thumb|index|middle|ring|little)_finger"
@@ -41,7 +41,7 @@ EXPECTED = (
 
 
 def looks_like(root: Path) -> bool:
-    """Cheap layout probe for :func:`data.datasets.detect_layout`."""
+    """Cheap layout probe for :func:`fedprint.data.datasets.detect_layout`."""
     return (root / "Real").is_dir() or (root / "Altered").is_dir()
 
 
@@ -64,7 +64,7 @@ def load_socofing(
     root : str or Path
         Folder holding ``Real/`` (required) and ``Altered/``.
     skip_bad, report
-        See :class:`data.datasets.scan.Scan`.
+        See :class:`fedprint.data.datasets.scan.Scan`.
     altered : bool or None
         None (default): load ``Altered/`` when present. True: ``Altered/`` is required. False: real images
         only.

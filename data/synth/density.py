@@ -11,7 +11,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from data.synth.orientation import smooth_random_field
+from fedprint.data.synth.orientation import smooth_random_field
 
 
 def period_map(

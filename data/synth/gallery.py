@@ -11,10 +11,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from data.record import BIFURCATION  # noqa: E402
-from data.synth.impression import render_impression  # noqa: E402
-from data.synth.master import make_master  # noqa: E402
-from data.synth.profiles import get_profile, profile_names  # noqa: E402
+from fedprint.data.record import BIFURCATION  # noqa: E402
+from fedprint.data.synth.impression import render_impression  # noqa: E402
+from fedprint.data.synth.master import make_master  # noqa: E402
+from fedprint.data.synth.profiles import get_profile, profile_names  # noqa: E402
 
 
 def master_image(ridges: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Generate a synthetic fingerprint dataset on disk: parallel, deterministic, resumable.
 
-Layout (the generic layout of :mod:`data.datasets.generic`)::
+Layout (the generic layout of :mod:`fedprint.data.datasets.generic`)::
 
     <out>/generation.json              what is being generated (written first; a resume must match it)
     <out>/f00017/0.png ... /7.png      impressions of finger 17
@@ -23,12 +23,12 @@ from pathlib import Path
 import cv2
 from tqdm.auto import tqdm
 
-from data.atomic_io import atomic_write_bytes
-from data.record import FingerprintRecord
-from data.synth.impression import render_impression
-from data.synth.limits import check_size
-from data.synth.master import make_master
-from data.synth.profiles import Profile, get_profile
+from fedprint.data.atomic_io import atomic_write_bytes
+from fedprint.data.record import FingerprintRecord
+from fedprint.data.synth.impression import render_impression
+from fedprint.data.synth.limits import check_size
+from fedprint.data.synth.master import make_master
+from fedprint.data.synth.profiles import Profile, get_profile
 
 FORMAT = "fedprint-synth/1"
 def _ignore_sigint() -> None:
@@ -178,7 +178,7 @@ def load_generated(out: str | Path) -> list[FingerprintRecord]:
     Raises ValueError when ``out`` holds no complete generation (no ``manifest.json``: the run was interrupted;
     run the same ``generate_dataset`` call again to finish it).
     """
-    from data.datasets import load_dataset
+    from fedprint.data.datasets import load_dataset
 
     out = Path(out)
     if not (out / "manifest.json").is_file():

@@ -26,9 +26,9 @@ from statistics import NormalDist
 import cv2
 import numpy as np
 
-from data.record import GroundTruth
-from data.synth.master import Master
-from data.synth.profiles import Profile
+from fedprint.data.record import GroundTruth
+from fedprint.data.synth.master import Master
+from fedprint.data.synth.profiles import Profile
 
 #: Ground-truth minutiae closer than this to the contact border (output px) are dropped: no extractor can see them.
 GT_BORDER_PX = 4
@@ -181,7 +181,7 @@ def render_impression(master: Master, profile: Profile, impression: int, *, seed
     Parameters
     ----------
     master : Master
-        The finger (:func:`data.synth.master.make_master`).
+        The finger (:func:`fedprint.data.synth.master.make_master`).
     profile : Profile
         Domain profile: geometry, skin and sensor ranges (``profiles.toml``).
     impression : int

@@ -1,10 +1,11 @@
 """Master fingerprint of one synthetic finger identity (SFinGe, Cappelli, Maio, Maltoni, ICPR 2000 / 2002).
 
 A master is the noise-free, full ridge pattern of a finger, from which impressions are derived
-(:mod:`data.synth` impression code). Steps: class and silhouette -> singular points -> orientation field
-(:mod:`data.synth.orientation`) -> period map (:mod:`data.synth.density`) -> ridge pattern by iterative Gabor
-growth (:mod:`data.synth.ridges`) -> ground-truth minutiae by binarising, thinning and crossing number
-(:mod:`data.minutiae`). All randomness of a master comes from ``numpy.random.default_rng([seed, identity, 0])``
+(:mod:`fedprint.data.synth` impression code). Steps: class and silhouette -> singular points -> orientation field
+(:mod:`fedprint.data.synth.orientation`) -> period map (:mod:`fedprint.data.synth.density`) -> ridge pattern by
+iterative Gabor
+growth (:mod:`fedprint.data.synth.ridges`) -> ground-truth minutiae by binarising, thinning and crossing number
+(:mod:`fedprint.data.minutiae`). All randomness of a master comes from ``numpy.random.default_rng([seed, identity, 0])``
 (sibling masters: see :func:`make_master`); impressions use ``[seed, identity, impression + 1]``.
 """
 
@@ -14,11 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from data.minutiae import minutiae_from_skeleton, thin
-from data.synth.density import period_map
-from data.synth.orientation import PATTERNS, orientation_field, place_singular_points
-from data.synth.ridges import grow_ridges
-from data.synth.silhouette import random_silhouette
+from fedprint.data.minutiae import minutiae_from_skeleton, thin
+from fedprint.data.synth.density import period_map
+from fedprint.data.synth.orientation import PATTERNS, orientation_field, place_singular_points
+from fedprint.data.synth.ridges import grow_ridges
+from fedprint.data.synth.silhouette import random_silhouette
 
 __all__ = ["PATTERNS", "Master", "make_master", "sample_pattern"]
 
@@ -109,7 +110,7 @@ def make_master(
     family : int, optional
         Sibling masters: every master of one family (>= 0) has the same class, silhouette, singular points,
         orientation and period maps, drawn from ``default_rng([seed, family, 0, 1])``, and its own ridge growth
-        (the seed spots of :func:`data.synth.ridges.grow_ridges`) from ``default_rng([seed, identity, 0, 2])``:
+        (the seed spots of :func:`fedprint.data.synth.ridges.grow_ridges`) from ``default_rng([seed, identity, 0, 2])``:
         the same ridge flow with other minutiae, an impostor that only the minutiae tell apart. None (default):
         one stream ``default_rng([seed, identity, 0])`` draws all of it.
 

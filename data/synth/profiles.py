@@ -13,8 +13,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from data.record import STANDARD_DPI
-from data.synth.orientation import PATTERNS
+from fedprint.data.record import STANDARD_DPI
+from fedprint.data.synth.orientation import PATTERNS
 
 PROFILES_FILE = Path(__file__).with_name("profiles.toml")
 _RANGE_KEYS = ("period_px", "contact_fraction", "dryness", "breaks", "noise_sigma", "blur_sigma", "contrast",

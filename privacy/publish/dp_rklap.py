@@ -1,9 +1,9 @@
 """DP-RKLAP (Liu, Zhi et al., Alg. 4 + Alg. 5): RKLAP regions noised one by one with a dynamically allocated budget.
 
-The regions are the RKLAP bands (:mod:`privacy.publish.rklap`), one per cluster of >= 5 minutiae, with density
+The regions are the RKLAP bands (:mod:`fedprint.privacy.publish.rklap`), one per cluster of >= 5 minutiae, with density
 ``I_i = M_i / Q_i`` (Eq. 37). The budget is ``epsilon = epsilon_1 + epsilon_2``: epsilon_1 orders the regions by
 an exponential mechanism on I_i (Alg. 4 steps 4-7.5), epsilon_2 is spent region by region with the Q-ratio rule of
-Eqs. (38)-(44) (:func:`privacy.publish.regions.allocate_budget`), the last region taking the remainder.
+Eqs. (38)-(44) (:func:`fedprint.privacy.publish.regions.allocate_budget`), the last region taking the remainder.
 
 paper
     ``epsilon_1`` (option ``epsilon_order``; default ``min(1, epsilon / 10)``: the paper only says "a value less
@@ -46,10 +46,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from privacy.publish.base import Publication, check_epsilon, clip_uint8
-from privacy.publish.masked import check_options, paper_guarantee, prepare, sound_guarantee
-from privacy.publish.primitives import exponential_ordering
-from privacy.publish.regions import (
+from fedprint.privacy.publish.base import Publication, check_epsilon, clip_uint8
+from fedprint.privacy.publish.masked import check_options, paper_guarantee, prepare, sound_guarantee
+from fedprint.privacy.publish.primitives import exponential_ordering
+from fedprint.privacy.publish.regions import (
     MIN_CLUSTER_SIZE,
     add_laplace,
     allocate_budget,
@@ -97,7 +97,7 @@ def publish_dp_rklap(
     rescale : bool, default True
         Sound only: scale the Alg. 4 budgets so that the largest equals epsilon_2 (parallel composition).
     n_clusters, linkage, min_cluster_size, max_degree
-        Region options, see :func:`privacy.publish.rklap.publish_rklap`.
+        Region options, see :func:`fedprint.privacy.publish.rklap.publish_rklap`.
 
     Returns
     -------

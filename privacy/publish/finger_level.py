@@ -7,7 +7,8 @@ converted here, from public quantities only (mechanism, variant, options, image 
 
 * ``protect="finger"`` point sets: the stated (ε, 0) is already finger-level (group size g = 1).
 * Sound image mechanisms (one pixel, values in [0, 255]): a finger's image may differ from another in all
-  H·W pixels, so by group privacy (:func:`privacy.group_privacy.group_privacy`) the release is (H·W·ε, 0)-DP for
+  H·W pixels, so by group privacy (:func:`fedprint.privacy.group_privacy.group_privacy`) the release is (H·W·ε, 0)-DP
+  for
   the finger. H·W is the image's shape, which the release itself reveals. For any useful pixel ε this exceeds
   any sensible finger budget: such releases are refused by the ledger with that explanation.
 * Refused outright (:class:`NoFingerGuarantee`), because no finger-level ε exists or it cannot be computed
@@ -30,8 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from privacy.group_privacy import group_privacy
-from privacy.publish import registry
+from fedprint.privacy.group_privacy import group_privacy
+from fedprint.privacy.publish import registry
 
 #: Mechanisms that release part of the image (outside a minutiae-derived mask) without noise.
 MASKED = frozenset({"klap", "rklap", "dp-rklap"})

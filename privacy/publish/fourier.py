@@ -13,7 +13,8 @@ differentially private: the sensitivities are computed from the image itself (a 
 scale, which is itself a leak), Thm 3's √k should be k for a k×k block (Hölder over k² coefficients), and the
 listings spend ε twice.
 
-``variant="sound"`` (proved below), neighbours = :data:`~privacy.publish.primitives.PIXEL_NEIGHBOURS` (one pixel;
+``variant="sound"`` (proved below), neighbours = :data:`~fedprint.privacy.publish.primitives.PIXEL_NEIGHBOURS` (one
+pixel;
 the paper's Def. 1 uses one pixel *column* — under that relation the same release is (m·ε)-DP by group privacy):
 
 * Orthonormal DFT (``norm="ortho"``), low-frequency block B_k = {(u, v): |u| < k, |v| < k} in centred frequency
@@ -36,8 +37,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from privacy.publish.base import Guarantee, Publication, check_epsilon, check_image, check_variant, clip_uint8
-from privacy.publish.primitives import PIXEL_NEIGHBOURS, PIXEL_RANGE, exponential_mechanism, laplace
+from fedprint.privacy.publish.base import Guarantee, Publication, check_epsilon, check_image, check_variant, clip_uint8
+from fedprint.privacy.publish.primitives import PIXEL_NEIGHBOURS, PIXEL_RANGE, exponential_mechanism, laplace
 
 _PAPER_CAVEAT = (
     "Zhang et al. 2018 compute the sensitivities from the image itself (Δ2W = largest column L2 norm, Δ1W = largest "

@@ -1,6 +1,6 @@
 """KLAP (Liu, Zhi et al., Alg. 2): Laplace noise only inside padded boxes around clusters of minutiae.
 
-Minutiae are clustered by AGNES (:func:`privacy.publish.regions.cluster_minutiae`), clusters of >= 5 minutiae
+Minutiae are clustered by AGNES (:func:`fedprint.privacy.publish.regions.cluster_minutiae`), clusters of >= 5 minutiae
 (M_i > 4) are kept, each gets its bounding box padded by the smallest intra-cluster coordinate interval
 (Eqs. 14-16), and the mask is the union of the boxes, ``Q`` pixels (Eq. 19).
 
@@ -9,7 +9,8 @@ paper
     Not DP at the paper's epsilon (Q is not a sensitivity).
 sound
     Lap(255 / epsilon) on every masked pixel: epsilon-DP for the masked pixel values under one-pixel neighbours
-    with the minutiae (hence the mask) fixed; proof in :mod:`privacy.publish.masked`. Pixels outside the mask and
+    with the minutiae (hence the mask) fixed; proof in :mod:`fedprint.privacy.publish.masked`. Pixels outside the mask
+    and
     the mask itself (which reveals where the minutiae are) are released exactly.
 """
 
@@ -19,9 +20,9 @@ from functools import partial
 
 import numpy as np
 
-from privacy.publish.base import Publication
-from privacy.publish.masked import check_options, publish_masked
-from privacy.publish.regions import MIN_CLUSTER_SIZE, klap_regions
+from fedprint.privacy.publish.base import Publication
+from fedprint.privacy.publish.masked import check_options, publish_masked
+from fedprint.privacy.publish.regions import MIN_CLUSTER_SIZE, klap_regions
 
 
 def publish_klap(
@@ -48,7 +49,7 @@ def publish_klap(
     rng : numpy.random.Generator
     variant : {"sound", "paper"}
     n_clusters, linkage, min_cluster_size
-        AGNES options, see :func:`privacy.publish.regions.cluster_minutiae`.
+        AGNES options, see :func:`fedprint.privacy.publish.regions.cluster_minutiae`.
 
     Returns
     -------

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from privacy.publish.base import Guarantee, Publication, check_epsilon, check_image, check_variant, clip_uint8
-from privacy.publish.masked import NOT_DP_REASON, check_options
-from privacy.publish.regions import add_laplace, paper_minimum_epsilon, sound_scale
+from fedprint.privacy.publish.base import Guarantee, Publication, check_epsilon, check_image, check_variant, clip_uint8
+from fedprint.privacy.publish.masked import NOT_DP_REASON, check_options
+from fedprint.privacy.publish.regions import add_laplace, paper_minimum_epsilon, sound_scale
 
 
 def publish_lap(

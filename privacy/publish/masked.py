@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from privacy.publish.base import (
+from fedprint.privacy.publish.base import (
     Guarantee,
     Publication,
     check_epsilon,
@@ -33,7 +33,7 @@ from privacy.publish.base import (
     check_variant,
     clip_uint8,
 )
-from privacy.publish.regions import (
+from fedprint.privacy.publish.regions import (
     Region,
     add_laplace,
     check_coordinates,

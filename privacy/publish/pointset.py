@@ -9,7 +9,8 @@ A2. Sort the n values and split the sorted sequence into g = ⌊n / k⌋ groups 
     k + 1 when k does not divide n; the thesis assumes it does).
 A3. Release the group sums with noise. Everything is done on the integer grid: point i has Hilbert index
     h_i ∈ [0, L), L = 2^(d·order), the group sums of the sorted h are integers, and group i gets exact discrete
-    Laplace noise (:func:`privacy.publish.primitives.discrete_laplace`, Canonne, Kamath & Steinke 2020) of scale
+    Laplace noise (:func:`fedprint.privacy.publish.primitives.discrete_laplace`, Canonne, Kamath & Steinke 2020) of
+    scale
     L/ε cells (*sound*: Lap(1/ε) on the sum of t-values) or L·|h_i|/(kε) cells (*paper*: the thesis's
     Lap(1/(kε)) on every mean). The means are the noisy sums divided by L·|h_i| (public).
 B1. Post-process: weighted isotonic regression (PAVA, weights = group sizes) of the noisy means, clip to [0, 1],
@@ -44,7 +45,7 @@ releases (``protect="minutia"``) keep n points and state n as released.
 
 Released exactly (public): N (finger) or n (minutia), the domain (image shape), k, the group sizes, the curve
 order and dimension. The minutia *type* column is not released. An image with no minutiae is refused before
-the mechanism runs (one bit, stated by :mod:`privacy.publish.release`).
+the mechanism runs (one bit, stated by :mod:`fedprint.privacy.publish.release`).
 
 Direction choice: direction is the third coordinate of a 3-D Hilbert curve (``direction=True``, default), so
 each released point keeps an (x, y, θ) association under one budget ε. Publishing the directions separately
@@ -62,8 +63,8 @@ from functools import lru_cache
 import numpy as np
 from scipy.optimize import isotonic_regression
 
-from privacy.publish.base import Guarantee, Publication, check_epsilon, check_minutiae, check_variant
-from privacy.publish.primitives import discrete_laplace
+from fedprint.privacy.publish.base import Guarantee, Publication, check_epsilon, check_minutiae, check_variant
+from fedprint.privacy.publish.primitives import discrete_laplace
 
 #: Default Hilbert-curve order: 2**10 = 1024 cells per axis (one pixel for images up to 1024 px).
 DEFAULT_ORDER = 10
@@ -223,7 +224,7 @@ def noisy_group_sums(h: np.ndarray, levels: int, k: int, epsilon: float | Fracti
     -------
     (list of int, ndarray)
         The noisy integer sums (the exact DP output, Python ints) and the public group sizes.
-        Group i gets :func:`privacy.publish.primitives.discrete_laplace` noise of scale L·`sum_noise_scales`
+        Group i gets :func:`fedprint.privacy.publish.primitives.discrete_laplace` noise of scale L·`sum_noise_scales`
         >= L/ε cells, so the output is ε-DP with δ = 0 (see the module docstring).
     """
     values = sorted(int(v) for v in np.asarray(h).ravel())

@@ -1,7 +1,7 @@
 """Shared pieces of Liu, Zhi et al. (LAP / KLAP / RKLAP / DP-RKLAP): minutiae clustering, padded boxes, regression
 bands, masks, the Alg. 4 budget allocation, the exponential-mechanism ordering and the Laplace noise.
 
-Coordinates follow :mod:`data.minutiae`: ``x`` is the pixel column, ``y`` the pixel row. Boxes are inclusive
+Coordinates follow :mod:`fedprint.data.minutiae`: ``x`` is the pixel column, ``y`` the pixel row. Boxes are inclusive
 ``(x0, y0, x1, y1)`` in pixels, clipped to the image. A :class:`Region` keeps its pixels as a boolean mask over
 its box only (``box_mask``), so a region costs O(box) and full-image masks are built with slicing.
 
@@ -18,8 +18,8 @@ import numpy as np
 from scipy.cluster.hierarchy import linkage
 from scipy.spatial.distance import pdist
 
-from privacy.publish.base import check_minutiae
-from privacy.publish.primitives import PIXEL_RANGE
+from fedprint.privacy.publish.base import check_minutiae
+from fedprint.privacy.publish.primitives import PIXEL_RANGE
 
 #: L1 sensitivity of one pixel under the one-pixel neighbouring relation with values in [0, 255].
 PIXEL_SENSITIVITY = PIXEL_RANGE  # module-level alias so tests can monkeypatch the scale

@@ -1,6 +1,6 @@
 """Mechanism names -> publication functions, imported lazily (one broken or heavy module does not block others).
 
-Every entry implements the :class:`privacy.publish.base.Mechanism` interface.
+Every entry implements the :class:`fedprint.privacy.publish.base.Mechanism` interface.
 """
 
 from __future__ import annotations
@@ -11,21 +11,21 @@ from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
-from privacy.publish.base import Publication
+from fedprint.privacy.publish.base import Publication
 
 #: name -> (module, function, needs minutiae) of every mechanism FedPrint defines.
 #: Image mechanisms release ``Publication.image``; point-set mechanisms (:data:`POINT_MECHANISMS`) ``points``.
 _ENTRIES: dict[str, tuple[str, str, bool]] = {
-    "lap": ("privacy.publish.lap", "publish_lap", False),
-    "klap": ("privacy.publish.klap", "publish_klap", True),
-    "rklap": ("privacy.publish.rklap", "publish_rklap", True),
-    "dp-rklap": ("privacy.publish.dp_rklap", "publish_dp_rklap", True),
-    "fip": ("privacy.publish.fourier", "publish_fip", False),
-    "emk": ("privacy.publish.fourier", "publish_emk", False),
-    "bemk": ("privacy.publish.fourier", "publish_bemk", False),
-    "swp": ("privacy.publish.swp", "publish_swp", False),
-    "sort-swp": ("privacy.publish.swp", "publish_sort_swp", False),
-    "pointset": ("privacy.publish.pointset", "publish_pointset", True),
+    "lap": ("fedprint.privacy.publish.lap", "publish_lap", False),
+    "klap": ("fedprint.privacy.publish.klap", "publish_klap", True),
+    "rklap": ("fedprint.privacy.publish.rklap", "publish_rklap", True),
+    "dp-rklap": ("fedprint.privacy.publish.dp_rklap", "publish_dp_rklap", True),
+    "fip": ("fedprint.privacy.publish.fourier", "publish_fip", False),
+    "emk": ("fedprint.privacy.publish.fourier", "publish_emk", False),
+    "bemk": ("fedprint.privacy.publish.fourier", "publish_bemk", False),
+    "swp": ("fedprint.privacy.publish.swp", "publish_swp", False),
+    "sort-swp": ("fedprint.privacy.publish.swp", "publish_sort_swp", False),
+    "pointset": ("fedprint.privacy.publish.pointset", "publish_pointset", True),
 }
 POINT_MECHANISMS = frozenset({"pointset"})
 
@@ -84,5 +84,5 @@ def releases_points(name: str) -> bool:
 
 def publish(name: str, image: np.ndarray | None, minutiae: np.ndarray | None, epsilon: float,
             rng: np.random.Generator, variant: str = "sound", **options) -> Publication:
-    """Run mechanism ``name`` with the common signature (see :mod:`privacy.publish.base`)."""
+    """Run mechanism ``name`` with the common signature (see :mod:`fedprint.privacy.publish.base`)."""
     return get(name)(image, minutiae, epsilon, rng, variant, **options)

@@ -2,7 +2,7 @@
 
 Shared by the offline CLI (``fedprint publish``) and the ClientApp query handler. Every input error that depends
 only on the request is raised before anything reads the image's content; the ledger is only *reserved* here
-(finger-level ε, see :mod:`privacy.publish.finger_level`): the caller commits (``ledger.commit``) once the
+(finger-level ε, see :mod:`fedprint.privacy.publish.finger_level`): the caller commits (``ledger.commit``) once the
 output is safely delivered, so a failure at any step charges nothing.
 
 Refusals that depend on the image (no minutiae found, too few minutiae for a cluster, a group size larger than
@@ -22,11 +22,11 @@ import logging
 
 import numpy as np
 
-from data.minutiae import extract_minutiae
-from privacy.ledger import BudgetExceeded, Ledger, Reservation
-from privacy.publish import registry
-from privacy.publish.base import Publication, check_epsilon, check_image, check_variant
-from privacy.publish.finger_level import FingerCharge, finger_charge
+from fedprint.data.minutiae import extract_minutiae
+from fedprint.privacy.ledger import BudgetExceeded, Ledger, Reservation
+from fedprint.privacy.publish import registry
+from fedprint.privacy.publish.base import Publication, check_epsilon, check_image, check_variant
+from fedprint.privacy.publish.finger_level import FingerCharge, finger_charge
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +63,9 @@ def release(
     Parameters
     ----------
     mechanism : str
-        A name from :data:`privacy.publish.registry.MECHANISMS`.
+        A name from :data:`fedprint.privacy.publish.registry.MECHANISMS`.
     image : ndarray uint8 (H, W)
-        The fingerprint; minutiae are extracted with :func:`data.minutiae.extract_minutiae` when the
+        The fingerprint; minutiae are extracted with :func:`fedprint.data.minutiae.extract_minutiae` when the
         mechanism needs them.
     epsilon : float
         Budget of the release under the mechanism's own relation (> 0).

@@ -9,7 +9,7 @@ paper
     Lap(Q / epsilon) on the masked pixels (Eq. 33), minimum ``epsilon >= Q / 256`` (Eq. 32). Not DP.
 sound
     Lap(255 / epsilon) on every masked pixel: epsilon-DP for the masked pixel values under one-pixel neighbours
-    with the minutiae (hence the mask) fixed; proof in :mod:`privacy.publish.masked`. Pixels outside the bands
+    with the minutiae (hence the mask) fixed; proof in :mod:`fedprint.privacy.publish.masked`. Pixels outside the bands
     and the bands themselves (which trace the minutiae) are released exactly.
 """
 
@@ -19,9 +19,9 @@ from functools import partial
 
 import numpy as np
 
-from privacy.publish.base import Publication
-from privacy.publish.masked import check_options, publish_masked
-from privacy.publish.regions import MIN_CLUSTER_SIZE, rklap_regions
+from fedprint.privacy.publish.base import Publication
+from fedprint.privacy.publish.masked import check_options, publish_masked
+from fedprint.privacy.publish.regions import MIN_CLUSTER_SIZE, rklap_regions
 
 
 def publish_rklap(
@@ -49,9 +49,9 @@ def publish_rklap(
     rng : numpy.random.Generator
     variant : {"sound", "paper"}
     n_clusters, linkage, min_cluster_size
-        AGNES options, see :func:`privacy.publish.regions.cluster_minutiae`.
+        AGNES options, see :func:`fedprint.privacy.publish.regions.cluster_minutiae`.
     max_degree : int, default 6
-        Highest polynomial degree tried (:func:`privacy.publish.regions.fit_band`).
+        Highest polynomial degree tried (:func:`fedprint.privacy.publish.regions.fit_band`).
 
     Returns
     -------

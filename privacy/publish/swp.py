@@ -17,7 +17,8 @@ n − μ clamped to >= 2 (Eq. 16 is undefined below), and one annealing pass (T0
 exponential ordering (the listing never resets T). The replace-or-publish decisions and the annealing read raw
 data, and the noise scale depends on the image range: no DP guarantee.
 
-``variant="sound"`` — neighbours: :data:`~privacy.publish.primitives.PIXEL_NEIGHBOURS`; ε = ε_sort + ε_test + ε_pub.
+``variant="sound"`` — neighbours: :data:`~fedprint.privacy.publish.primitives.PIXEL_NEIGHBOURS`; ε = ε_sort + ε_test +
+ε_pub.
 
 *Publication.* A published window adds Lap(255/ε_pub) to each of its values. Every pixel lies in exactly one window,
 so by parallel composition this is ε_pub-DP — no budget split over windows is needed (the paper's DA and its LAP
@@ -50,8 +51,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
-from privacy.publish.base import Guarantee, Publication, check_epsilon, check_image, check_variant, clip_uint8
-from privacy.publish.primitives import PIXEL_NEIGHBOURS, PIXEL_RANGE, exponential_ordering, laplace
+from fedprint.privacy.publish.base import Guarantee, Publication, check_epsilon, check_image, check_variant, clip_uint8
+from fedprint.privacy.publish.primitives import PIXEL_NEIGHBOURS, PIXEL_RANGE, exponential_ordering, laplace
 
 DEFAULT_WINDOW = 56  # Liu et al. 2021 §4.3 (ORL)
 PAPER_THRESHOLD = 10.0  # θ' of Liu et al. 2021 §3.4's example

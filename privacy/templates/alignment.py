@@ -7,7 +7,7 @@ structure tensor smoothed over ~8 px, and the foreground outline. That gives the
 points and the print's extent. It contains **no minutia**: the smoothed orientation is continuous across ridge
 endings and bifurcations, and no position, direction or type of a minutia is stored. It is nevertheless a
 biometric feature: two helper records of one finger can be matched to link templates (measured by
-:mod:`attacks.template_attacks`); the password-hardened vault therefore masks it with the password key.
+:mod:`fedprint.attacks.template_attacks`); the password-hardened vault therefore masks it with the password key.
 
 Registration (:func:`register`): for every rotation in a grid, the probe's block field (as the doubled-angle
 vector field ``exp(2i theta)``) is rotated and cross-correlated with the stored one by FFT; the rotation and
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from data.minutiae import orientation_field, segment
+from fedprint.data.minutiae import orientation_field, segment
 
 #: Block size (pixels) of the helper orientation field and number of orientation levels stored.
 BLOCK = 8

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privacy.templates.alignment import Pose, refine, register
+from fedprint.privacy.templates.alignment import Pose, refine, register
 
 
 def match_points(a: np.ndarray, b: np.ndarray, *, tol_px: float, tol_angle: float) -> np.ndarray:

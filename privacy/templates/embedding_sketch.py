@@ -23,9 +23,9 @@ import hashlib
 
 import numpy as np
 
-from privacy.templates import interval_sketch
-from privacy.templates.field import gf
-from privacy.templates.quantise import embedding_levels
+from fedprint.privacy.templates import interval_sketch
+from fedprint.privacy.templates.field import gf
+from fedprint.privacy.templates.quantise import embedding_levels
 
 #: Quantisation levels per coordinate (8-bit symbols) and default q, margin.
 LEVELS = 256

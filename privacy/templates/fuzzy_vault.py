@@ -33,8 +33,8 @@ from itertools import combinations
 
 import numpy as np
 
-from privacy.templates.field import CODE_BITS, evaluate, interpolate, poly_digest
-from privacy.templates.quantise import CELL, FRAME, SECTORS, code_points
+from fedprint.privacy.templates.field import CODE_BITS, evaluate, interpolate, poly_digest
+from fedprint.privacy.templates.quantise import CELL, FRAME, SECTORS, code_points
 
 #: Decoding trials per unlock attempt (bounded work; exhaustive below it).
 MAX_TRIALS = 4000

@@ -26,8 +26,8 @@ import hashlib
 
 import numpy as np
 
-from privacy.templates.alignment import BACKGROUND, LEVELS
-from privacy.templates.quantise import FRAME
+from fedprint.privacy.templates.alignment import BACKGROUND, LEVELS
+from fedprint.privacy.templates.quantise import FRAME
 
 #: Cell (pixels) of the keyed per-cell transform and scrypt cost.
 TRANSFORM_CELL = 128

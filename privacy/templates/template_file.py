@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data.atomic_io import atomic_write_bytes
+from fedprint.data.atomic_io import atomic_write_bytes
 
 FORMAT = "fedprint-protected-template"
 VERSION = 1

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privacy.templates.alignment import BACKGROUND, BLOCK, helper_field, refine, register
-from privacy.templates.consistency import consistent_minutiae, match_points
-from privacy.templates.fuzzy_vault import MAX_TRIALS, Vault, lock, unlock
-from privacy.templates.password import derive_key, mask_helper, transform_minutiae
-from privacy.templates.quantise import CELL, FRAME, code_points, minutia_codes
+from fedprint.privacy.templates.alignment import BACKGROUND, BLOCK, helper_field, refine, register
+from fedprint.privacy.templates.consistency import consistent_minutiae, match_points
+from fedprint.privacy.templates.fuzzy_vault import MAX_TRIALS, Vault, lock, unlock
+from fedprint.privacy.templates.password import derive_key, mask_helper, transform_minutiae
+from fedprint.privacy.templates.quantise import CELL, FRAME, code_points, minutia_codes
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attacks.one_run_audit import audit_client_dp_release
-from privacy.client_dp import client_epsilon
-from server.dp_affr import DPAFFR
+from fedprint.attacks.one_run_audit import audit_client_dp_release
+from fedprint.privacy.client_dp import client_epsilon
+from fedprint.server.dp_affr import DPAFFR
 
 Z, CLIP, DELTA = 3.0, 1.0, 1e-5
 WEIGHTS = {"inst-a": 0.5, "inst-b": 0.3, "inst-c": 0.2}  # a round's cohort weights (heaviest: inst-a)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from server.dp_affr import DPAFFR
+from fedprint.server.dp_affr import DPAFFR
 from tests.test_affr import SHAPES, configure, reply, task_identity, train_reply  # noqa: F401
 
 

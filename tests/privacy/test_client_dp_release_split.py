@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from flwr.app import ArrayRecord
 
-from fedprint_config import load_experiment
-from lab.report import internal_heading, privacy_section
-from models.model_file import load_model
-from server.server_app import export_global_model, release_manifest
+from fedprint.config import load_experiment
+from fedprint.lab.report import internal_heading, privacy_section
+from fedprint.models.model_file import load_model
+from fedprint.server.server_app import export_global_model, release_manifest
 from tests.test_flower_app import write_experiment
 
 PRIVACY = {"level": "client", "unit": "institution", "epsilon": 4.0, "delta": 1e-5, "rounds": 1, "releases": 1,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privacy.client_dp import client_epsilon, composed_epsilon
-from server.checkpoint import append_release, load_releases
-from server.dp_affr import DPAFFR
+from fedprint.privacy.client_dp import client_epsilon, composed_epsilon
+from fedprint.server.checkpoint import append_release, load_releases
+from fedprint.server.dp_affr import DPAFFR
 from tests.privacy.test_client_dp_cohort import _glob, _models
 from tests.test_affr import configure, task_identity, train_reply  # noqa: F401
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privacy.publish import pointset
-from privacy.publish.primitives import bernoulli_exp, discrete_laplace, discrete_laplace_pmf
+from fedprint.privacy.publish import pointset
+from fedprint.privacy.publish.primitives import bernoulli_exp, discrete_laplace, discrete_laplace_pmf
 
 
 def _fits_pmf(samples: np.ndarray, scale) -> bool:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from client.dp_sgd import default_delta, dp_pair_set, max_pairs_per_finger
-from data.pairs import PairSet
-from fedprint_config import TrainConfig
+from fedprint.config import TrainConfig
+from fedprint.data.pairs import PairSet
+from fedprint.training.dp_sgd import default_delta, dp_pair_set, max_pairs_per_finger
 
 FINGERS, IMPRESSIONS = 30, 4
 

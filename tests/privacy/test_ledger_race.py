@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from fedprint_cli import main
-from privacy import publish_cli
-from privacy.ledger import Ledger
+from fedprint.cli import publish as publish_cli
+from fedprint.cli.main import main
+from fedprint.privacy.ledger import Ledger
 
 CTX = mp.get_context("fork")
 

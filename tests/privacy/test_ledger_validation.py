@@ -12,8 +12,8 @@ import math
 
 import pytest
 
-from fedprint_cli import main
-from privacy.ledger import Ledger
+from fedprint.cli.main import main
+from fedprint.privacy.ledger import Ledger
 
 
 def _valid(path):

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privacy.publish import pointset
-from privacy.publish.finger_level import finger_charge
-from privacy.publish.pointset import DEFAULT_SIZE, publish_pointset
+from fedprint.privacy.publish import pointset
+from fedprint.privacy.publish.finger_level import finger_charge
+from fedprint.privacy.publish.pointset import DEFAULT_SIZE, publish_pointset
 
 IMAGE = np.zeros((200, 200), np.uint8)
 

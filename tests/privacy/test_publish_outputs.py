@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from fedprint_cli import main
-from privacy.ledger import Ledger
-from privacy.publish.release import content_digest
+from fedprint.cli.main import main
+from fedprint.privacy.ledger import Ledger
+from fedprint.privacy.publish.release import content_digest
 
 
 def _print(size=160, seed=0):

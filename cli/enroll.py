@@ -1,0 +1,168 @@
+"""``fedprint enroll`` (protected templates) and the template paths of ``fedprint verify / evaluate``.
+
+    fedprint enroll IMG [IMG ...] --out TEMPLATE [--scheme vault|sketch] [--weighted] [--pin]
+    fedprint verify PROBE --template TEMPLATE [--pin]          exit 0 match, 1 no match, 2 error
+    fedprint evaluate --data DIR --template-scheme vault|sketch [--pin]
+
+A template holds only public sketch material (see :mod:`fedprint.privacy.templates.template_file`); no minutia,
+embedding
+or secret can be read back from it. ``--pin`` asks for a PIN/password (or reads ``$FEDPRINT_PIN``) and hardens
+the vault with it (:mod:`fedprint.privacy.templates.password`). Heavy imports happen inside the commands so ``--help``
+stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from fedprint.config.arg_types import positive_float
+
+PIN_ENV = "FEDPRINT_PIN"
+
+
+def read_pin(confirm: bool = False) -> str:
+    """The PIN from ``$FEDPRINT_PIN`` or an interactive prompt (asked twice on enrolment)."""
+    given = os.environ.get(PIN_ENV)
+    if given:
+        return given
+    import getpass
+
+    pin = getpass.getpass("PIN: ")
+    if confirm and getpass.getpass("PIN again: ") != pin:
+        raise ValueError("--pin: the two PINs differ")
+    if not pin:
+        raise ValueError("--pin: empty PIN")
+    return pin
+
+
+def _images(paths: list[str]):
+    from fedprint.data.datasets.imread import read_gray
+
+    out = []
+    for p in paths:
+        if not Path(p).is_file():
+            raise FileNotFoundError(f"IMG: no such image file: {p}")
+        out.append(read_gray(Path(p)))
+    return out
+
+
+def _enroll(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from fedprint.privacy.templates.template_file import write_template
+
+    if Path(args.out).exists():
+        raise FileExistsError(f"--out: {args.out} exists; templates are never overwritten (give a new name)")
+    images = _images(args.images)
+    pin = read_pin(confirm=True) if args.pin else None
+    if args.scheme == "vault":
+        from fedprint.data.minutiae import extract_minutiae
+        from fedprint.privacy.templates.vault_template import VaultParams, enrol, template_params
+
+        params = VaultParams(degree=args.degree, n_chaff=args.chaff, weighted=args.weighted)
+        data, info = enrol([extract_minutiae(im) for im in images], images, params, pin=pin)
+        write_template(args.out, "vault", template_params(params, len(images)), data, hardened=pin is not None)
+        print(f"enrolled {len(images)} impression(s): fuzzy vault of {info['points']} points (degree "
+              f"{params.degree}, {params.n_chaff} chaff elements, {info['genuine']} genuine elements hidden"
+              f"{', weighted' if params.weighted else ''}{', PIN-hardened' if pin else ''}) -> {args.out}")
+    else:
+        if pin:
+            raise ValueError("--pin: PIN hardening is implemented for the vault scheme only (--scheme vault)")
+        from fedprint.models.model_file import load_model, pretrained_path
+        from fedprint.privacy.templates import embedding_sketch
+        from fedprint.recognition.matching import embed_images
+
+        args.model = args.model or str(pretrained_path())
+        model = load_model(args.model)
+        emb = embed_images(model, images, [args.dpi] * len(images))
+        data, _ = embedding_sketch.enrol(np.asarray(emb), k_message=args.sketch_k)
+        write_template(args.out, "sketch", {"k_message": args.sketch_k, "model": str(args.model),
+                                            "dpi": args.dpi}, data, hardened=False)
+        print(f"enrolled {len(images)} impression(s): embedding sketch (128 interval sketches + RS code offset, "
+              f"K = {args.sketch_k}) -> {args.out}")
+    return 0
+
+
+def verify_with_template(args: argparse.Namespace) -> int:
+    """``fedprint verify PROBE --template TEMPLATE``: exit 0 match, 1 no match."""
+    from fedprint.privacy.templates.template_file import read_template
+
+    scheme, params, data, hardened = read_template(args.template)
+    probe = _images([args.a])[0]
+    if scheme == "vault":
+        from fedprint.data.minutiae import extract_minutiae
+        from fedprint.privacy.templates.vault_template import verify
+
+        pin = read_pin() if hardened or args.pin else None
+        res = verify(data, params, extract_minutiae(probe), probe, pin=pin, hardened=hardened)
+        detail = f"{res['matched_elements']} vault elements matched, {res['trials']} decoding trials"
+        if hardened and not res["match"]:
+            detail += "; a wrong PIN and a different finger look the same, by design"
+    else:
+        import numpy as np
+
+        from fedprint.models.model_file import load_model
+        from fedprint.privacy.templates import embedding_sketch
+        from fedprint.recognition.matching import embed_images
+
+        model = load_model(params.get("model", args.model))
+        e = embed_images(model, [probe], [args.dpi])[0]
+        res = embedding_sketch.verify(data, params, np.asarray(e))
+        detail = f"{res['corrected']} coordinates corrected" if res["match"] else "outside the correction radius"
+    print(f"{'MATCH' if res['match'] else 'NO MATCH'}: {scheme} template {args.template} ({detail})")
+    return 0 if res["match"] else 1
+
+
+def evaluate_with_templates(args: argparse.Namespace, records, out: Path) -> int:
+    """``fedprint evaluate --template-scheme``: GAR / FAR of protected verification on a dataset (into ``out``)."""
+    from fedprint.data.atomic_io import write_json
+    from fedprint.recognition.template_eval import evaluate_templates
+
+    model = None
+    if args.template_scheme == "sketch":
+        from fedprint.models.model_file import load_model
+
+        model = load_model(args.model)
+    pin = read_pin() if getattr(args, "pin", False) else None
+    m = evaluate_templates(records, args.template_scheme, model=model, pin=pin,
+                           progress=not getattr(args, "quiet", False))
+    write_json(out / "metrics.json", {**m, "data": str(args.data)})
+    print(f"{Path(args.data).name}: {m['scheme']} templates{' (PIN-hardened)' if m['hardened'] else ''}, "
+          f"{m['fingers']} fingers, enrol on 3 impressions: GAR {100 * m['GAR']:.1f} % over {m['n_genuine']} "
+          f"genuine probes, FAR {100 * m['FAR']:.2f} % over {m['n_impostor']} impostor probes; enrol "
+          f"{m['enrol_s']:.2f} s, verify {m['verify_s']:.3f} s per template\n  written: {out / 'metrics.json'}")
+    return 0
+
+
+def add_verify_options(p: argparse.ArgumentParser) -> None:
+    """Options ``verify`` gains for protected templates."""
+    p.add_argument("--template", default=None, help="verify A against this protected template instead of an image B")
+    p.add_argument("--pin", action="store_true", help=f"the template needs a PIN (prompted, or ${PIN_ENV})")
+
+
+def add_evaluate_options(p: argparse.ArgumentParser) -> None:
+    """Options ``evaluate`` gains for protected templates."""
+    p.add_argument("--template-scheme", choices=("vault", "sketch"), default=None,
+                   help="score protected templates instead: enrol the first 3 impressions, probe with the rest")
+    p.add_argument("--pin", action="store_true", help=f"harden the vaults with a PIN (prompted, or ${PIN_ENV})")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    e = sub.add_parser("enroll", help="write a protected template (fuzzy vault or embedding sketch) of one finger",
+                       description="Enrol one finger from one or more impressions into a protected template. The "
+                                   "file holds no minutia, embedding or secret in clear.")
+    e.add_argument("images", nargs="+", metavar="IMG", help="impressions of one finger (several: the asymmetric "
+                                                            "setting, consistent minutiae count more)")
+    e.add_argument("--out", required=True, help="template file to write (never overwritten)")
+    e.add_argument("--scheme", choices=("vault", "sketch"), default="vault",
+                   help="vault: minutiae fuzzy vault; sketch: interval sketch + RS code offset of the embedding")
+    e.add_argument("--weighted", action="store_true", help="weighted vault: consistent minutiae get more points")
+    e.add_argument("--pin", action="store_true", help=f"harden the vault with a PIN (prompted, or ${PIN_ENV})")
+    e.add_argument("--degree", type=int, default=8, help="polynomial degree of the vault")
+    e.add_argument("--chaff", type=int, default=200, help="chaff elements in the vault")
+    e.add_argument("--sketch-k", type=int, default=64, help="RS message symbols of the sketch (corrects (128-K)/2)")
+    e.add_argument("--model", default=None, help="model for --scheme sketch (default: the shipped synthetic model)")
+    e.add_argument("--dpi", type=positive_float, default=500.0, help="image resolution (dots per inch)")
+    e.set_defaults(func=_enroll)

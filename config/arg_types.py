@@ -1,0 +1,70 @@
+"""argparse ``type=`` converters that reject bad numbers at parse time, naming what was expected.
+
+argparse reports their message as ``argument --dpi: expected a number > 0, got '-5'`` before the command reads
+any file, so a bad option never costs a data load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def add_device_arg(p: argparse.ArgumentParser) -> None:
+    """``--device auto|cpu|cuda``: where networks train and embed (set up by the dispatcher,
+    :mod:`fedprint.models.device`)."""
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="where networks train and embed: auto = CUDA when available, else the CPU (default auto; "
+                        "mixed precision on CUDA except under DP-SGD)")
+
+
+def add_real_samples_arg(p: argparse.ArgumentParser) -> None:
+    """``--real-samples DIR``: the root of the real fingerprint sets (overrides ``$FEDPRINT_REAL_SAMPLES``)."""
+    p.add_argument("--real-samples", default=None, metavar="DIR",
+                   help="folder holding the real fingerprint sets, one sub-folder per set (default: "
+                        "$FEDPRINT_REAL_SAMPLES, else ../shared/data/real beside the project); every model is "
+                        "scored on each set, and kind = \"real\" sources read from it")
+
+
+def unit_float(text: str) -> float:
+    """A number in [0, 1] (a quality gate, a rate)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0.0 <= value <= 1.0):
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """A finite number (no nan / inf): a threshold."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
