@@ -120,7 +120,7 @@ def _installed_pretrained() -> list[Path]:
     except importlib.metadata.PackageNotFoundError:
         return []
     rel = f"models/pretrained/{PRETRAINED}"  # of the source tree; a wheel puts it under fedprint/
-    found = [Path(str(dist.locate_file(f"fedprint/{rel}")))]
+    found = [Path(str(dist.locate_file(f"fedprint/{rel}"))), Path(str(dist.locate_file(rel)))]
     try:  # editable install: the source folder (PEP 610 direct_url.json)
         direct = json.loads(dist.read_text("direct_url.json") or "{}")
     except ValueError:

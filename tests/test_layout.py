@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -61,8 +62,16 @@ def test_every_module_imports_by_its_fedprint_name_and_no_bare_name_outside_the_
 
 
 def test_a_wheel_holds_the_fedprint_package_and_nothing_else(tmp_path) -> None:
+    # Built from a copy of the tracked files: a build in the checkout leaves fedprint.egg-info there, which then
+    # shadows the installed distribution's metadata for every later import from the checkout.
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    src = tmp_path / "src"
+    for name in filter(None, files.split("\0")):
+        if (ROOT / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
     out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                          str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=600)
+                          str(tmp_path), str(src)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     (wheel,) = tmp_path.glob("fedprint-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -70,3 +79,11 @@ def test_a_wheel_holds_the_fedprint_package_and_nothing_else(tmp_path) -> None:
                                                 wheel.name.split("-")[1] + ".dist-info"}
     assert "fedprint/server/server_app.py" in names and "fedprint/models/pretrained/fedprint-synthetic.pt" in names
     assert "fedprint/experiments/demo.toml" in names and not any(n.startswith("fedprint/studies") for n in names)
+
+
+def test_tests_mirror_the_package() -> None:
+    """``tests/<package>/test_<module>.py``: every test folder is a package folder of the tree (or studies/)."""
+    tests = ROOT / "tests"
+    folders = {p.parent.relative_to(tests) for p in tests.rglob("test_*.py")} - {Path(".")}
+    assert folders and all((ROOT / f).is_dir() and f.parts[0] in (*fedprint.SUBPACKAGES, "studies") for f in folders), \
+        sorted(map(str, folders))

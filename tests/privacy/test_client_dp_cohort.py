@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fedprint.server.dp_affr import DPAFFR
-from tests.test_affr import SHAPES, configure, reply, task_identity, train_reply  # noqa: F401
+from tests.server.test_affr import SHAPES, configure, reply, task_identity, train_reply  # noqa: F401
 
 
 def _models():

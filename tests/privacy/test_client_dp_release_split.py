@@ -10,7 +10,7 @@ from fedprint.config import load_experiment
 from fedprint.lab.report import internal_heading, privacy_section
 from fedprint.models.model_file import load_model
 from fedprint.server.server_app import export_global_model, release_manifest
-from tests.test_flower_app import write_experiment
+from tests.client.test_client_app import write_experiment
 
 PRIVACY = {"level": "client", "unit": "institution", "epsilon": 4.0, "delta": 1e-5, "rounds": 1, "releases": 1,
            "delta_rule": "δ = 1e-05 for n = 2 clients", "noise_multiplier": 1.2, "gap_noise_multiplier": None,

@@ -10,7 +10,7 @@ from fedprint.privacy.client_dp import client_epsilon, composed_epsilon
 from fedprint.server.checkpoint import append_release, load_releases
 from fedprint.server.dp_affr import DPAFFR
 from tests.privacy.test_client_dp_cohort import _glob, _models
-from tests.test_affr import configure, task_identity, train_reply  # noqa: F401
+from tests.server.test_affr import configure, task_identity, train_reply  # noqa: F401
 
 
 def _strategy(z: float, **kw) -> DPAFFR:

@@ -24,7 +24,7 @@ from fedprint.recognition.matching import evaluate, identify, verify
 from fedprint.recognition.quality import MIN_QUALITY, LowQualityError, print_quality
 
 #: ../shared/data/real beside the checkout (FEDPRINT_TEST_REAL overrides, e.g. from a worktree).
-REAL = Path(os.environ.get("FEDPRINT_TEST_REAL") or Path(__file__).resolve().parents[2] / "shared" / "data" / "real")
+REAL = Path(os.environ.get("FEDPRINT_TEST_REAL") or Path(__file__).resolve().parents[3] / "shared" / "data" / "real")
 SPEC = InputSpec(size=32)
 
 

@@ -19,7 +19,7 @@ from fedprint.data.minutiae import (
 )
 from fedprint.data.record import BIFURCATION, ENDING
 
-FVC = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "fvc_300x300_b"
+FVC = Path(__file__).resolve().parents[3] / "shared" / "data" / "real" / "fvc_300x300_b"
 
 
 def _line(shape=(60, 60), row=30, c0=10, c1=50) -> np.ndarray:

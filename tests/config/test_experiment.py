@@ -121,7 +121,7 @@ def test_app_settings_one_validator_none_for_unset():
 
     from fedprint.config.app import FROM_EXPERIMENT, client_settings, server_settings
 
-    shipped = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    shipped = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     run_config = shipped["tool"]["flwr"]["app"]["config"]  # what `flwr run .` hands both apps
     srv = server_settings(run_config)
     assert (srv.rounds, srv.step, srv.proximal_mu, srv.timeout, srv.stop_after_round, srv.run_dir) == (None,) * 6

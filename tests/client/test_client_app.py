@@ -244,7 +244,7 @@ def test_flwr_run_as_the_readme_writes_it(tmp_path):
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     exp = write_experiment(tmp_path, clients=3, rounds=1, fingers=18)
     control = _free_port()
     env = {**os.environ, "FLWR_HOME": str(tmp_path / "flwr-home"), "FLWR_LOCAL_CONTROL_API_PORT": str(control),

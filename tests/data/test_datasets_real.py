@@ -10,7 +10,7 @@ import pytest
 
 from fedprint.data.datasets import detect_layout, load_dataset
 
-REAL = Path(__file__).parents[1].parent / "shared" / "data" / "real"
+REAL = Path(__file__).parents[2].parent / "shared" / "data" / "real"
 FVC = REAL / "fvc_300x300_b"
 SOCOFING = REAL / "socofing_sample"
 

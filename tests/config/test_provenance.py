@@ -12,7 +12,7 @@ import pytest
 from fedprint.config.provenance import PACKAGES, provenance, provenance_markdown
 from fedprint.config.rundir import new_run_dir, report_provenance
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_provenance_records_command_versions_and_hardware() -> None:

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 from flwr.app import ArrayRecord, Context, RecordDict
-from test_flower_app import train_message, write_experiment
 
 from fedprint.client.client_app import evaluate_handler, train_handler
 from fedprint.client.fedala import ALASettings, adaptive_local_aggregation
@@ -21,6 +20,7 @@ from fedprint.client.feddbe import DBEEncoder
 from fedprint.config import TrainConfig
 from fedprint.data.pairs import PairSet
 from fedprint.models.siamese import head_parameter_names, new_encoder
+from tests.client.test_client_app import train_message, write_experiment
 
 #: The P x K shape and loss of the toy clients (Eq. 1, margin 1, balanced).
 _PK = TrainConfig(p=3, k=4)

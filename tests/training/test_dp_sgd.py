@@ -28,7 +28,7 @@ from fedprint.training.dp_sgd import (
     train_siamese_dp,
 )
 from fedprint.training.local_data import build_client_data
-from tests.test_train_run import dataset_config  # noqa: F401  (fixture)
+from tests.lab.test_train_run import dataset_config  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.filterwarnings("ignore:.*Full backward hook:UserWarning"),
               pytest.mark.filterwarnings("ignore:Secure RNG turned off:UserWarning")]

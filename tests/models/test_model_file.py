@@ -80,7 +80,7 @@ def test_shipped_model_reaches_apps_imported_from_a_fab(tmp_path):
         importlib.metadata.distribution("fedprint")
     except importlib.metadata.PackageNotFoundError:
         pytest.skip("FedPrint is not installed (pip install -e .): no installed copy of the shipped model")
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     app_dir = install_from_fab(build_fab_from_disk(root), tmp_path / "flwr-home", skip_prompt=True)
     assert (app_dir / "models" / "model_file.py").is_file() and not list(app_dir.rglob("*.pt"))
     code = ("import sys; import fedprint.models.model_file as m; "

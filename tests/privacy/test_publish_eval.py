@@ -99,7 +99,7 @@ def test_checkpoint_gives_siamese_eer(records, tmp_path):
 # --- real data, ε units, rank-1, OS-entropy noise (issue 27) ------------------------------------------------------
 
 REAL = Path(os.environ.get("FEDPRINT_REAL_SAMPLES", "")
-            or Path(__file__).parents[1].parent / "shared" / "data" / "real")
+            or Path(__file__).parents[2].parent / "shared" / "data" / "real")
 FVC_A, FVC_B = REAL / "fvc_300x300_b", REAL / "fvc2002_db1_b"
 
 

@@ -19,7 +19,7 @@ from fedprint.privacy.fpdfsn import (
 from fedprint.privacy.fpdfsn_cache import FPDFSNCache
 from fedprint.privacy.similarity import psnr
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
+REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "real"
 
 
 def _fingerprint_like(h: int = 96, w: int = 112, period: float = 9.0, seed: int = 0) -> np.ndarray:

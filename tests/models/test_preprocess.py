@@ -22,7 +22,7 @@ from fedprint.models.preprocess import (
 from fedprint.models.ridges import ridge_period, segment_print
 
 #: Real samples beside the repository (../shared/data/real), absent outside this workplace.
-REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
+REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "real"
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from fedprint.data.realism import (
 )
 from fedprint.data.record import FingerprintRecord, GroundTruth
 
-FVC = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "fvc_300x300_b"
+FVC = Path(__file__).resolve().parents[3] / "shared" / "data" / "real" / "fvc_300x300_b"
 
 
 def _ridges(size=160, period=9.0, cx=80.0, cy=100.0, shift=0.0) -> np.ndarray:

@@ -7,7 +7,7 @@ import pytest
 
 from fedprint.privacy.client_dp import client_epsilon
 from fedprint.server.dp_affr import DPAFFR
-from tests.test_affr import SHAPES, configure, numpy_of, task_identity, three_models, train_reply  # noqa: F401
+from tests.server.test_affr import SHAPES, configure, numpy_of, task_identity, three_models, train_reply  # noqa: F401
 
 
 def _round(strat, t, glob, models, gaps):

@@ -7,7 +7,7 @@ import pytest
 
 import fedprint.cli.main as fedprint_cli
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "fvc2002_db1_b"
+REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "real" / "fvc2002_db1_b"
 if not REAL.is_dir():
     REAL = Path("/work/shared/data/real/fvc2002_db1_b")
 pytestmark = pytest.mark.skipif(not REAL.is_dir(), reason="real prints (../shared/data/real) not present")

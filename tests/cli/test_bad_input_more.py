@@ -16,7 +16,7 @@ from fedprint.data.atomic_io import staged_folder, write_text
 from fedprint.data.datasets.imread import ImageReadError, read_gray
 from fedprint.data.synth.limits import MAX_FINGERS, check_size
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(capsys, *argv):
