@@ -328,23 +328,12 @@ def _identification_line(r, t: float | None, kind: str = "distance") -> str:
     return f"{r.probe} (quality {r.quality:.2f}): {head}; top-{len(r.ranked)} by {kind}: {top}{truth}"
 
 
-def _operating_point(args: argparse.Namespace, scores, labels, higher_is_genuine: bool = False) -> tuple[dict, str]:
-    """The threshold ``calibrate`` stores: at the EER point (``--eer``) or at FMR <= ``--fmr``, and its name."""
-    from fedprint.models.metrics import threshold_at_eer, threshold_at_fmr
-
-    if args.eer:
-        return threshold_at_eer(scores, labels, higher_is_genuine), "the EER point"
-    n_imp, need = int((labels == 0).sum()), int(round(1.0 / args.fmr))
-    if n_imp < need:
-        raise ValueError(f"--fmr: {n_imp} impostor pairs cannot resolve FMR {100 * args.fmr:g} % (need >= {need}); "
-                         "use --protocol all, more fingers, a larger --fmr, or --eer")
-    return threshold_at_fmr(scores, labels, args.fmr, higher_is_genuine), f"FMR <= {100 * args.fmr:g} %"
-
-
 def _calibrate(args: argparse.Namespace) -> int:
+    """``fedprint calibrate``: :func:`fedprint.recognition.calibration.calibrate` on ``--data``, written to ``-o``."""
     from fedprint.data.atomic_io import atomic_write_bytes
-    from fedprint.models.model_file import load_model, recalibrated_bytes
-    from fedprint.recognition.matching import evaluate, quality_gate
+    from fedprint.models.model_file import load_model
+    from fedprint.recognition.calibration import calibrate
+    from fedprint.recognition.matching import quality_gate
 
     target = Path(args.output)
     if target.exists():
@@ -355,112 +344,27 @@ def _calibrate(args: argparse.Namespace) -> int:
     report: list = []
     records = _load_data(args.data, args.layout, args.dpi, "--data", args.skip_bad, report)
     records, _ = quality_gate(records, args.min_quality, skip_bad=args.skip_bad, report=report)
-    if args.score == "fused":
-        return _calibrate_fusion(args, model, records, report, target)
-    if args.score == "minutiae":
-        return _calibrate_minutiae(args, model, records, report, target)
-    metrics, d, pairs = evaluate(model, records, args.protocol, min_quality=args.min_quality,
-                                 max_impostors=args.max_impostors, seed=args.seed)
-    n_imp, n_gen = metrics["n_impostor"], metrics["n_genuine"]
-    point, what = _operating_point(args, d, pairs.label)
-    source = (f"calibrated at {what} on {n_gen} genuine / {n_imp} impostor pairs of {Path(args.data).resolve()} "
-              f"({args.protocol} protocol, {metrics['images']} images of {metrics['fingers']} fingers)")
-    calibration = {"data": str(Path(args.data).resolve()), "layout": args.layout, "protocol": args.protocol,
-                   "target": "eer" if args.eer else {"fmr": args.fmr}, "fmr": point["fmr"], "fnmr": point["fnmr"],
-                   "n_genuine": n_gen, "n_impostor": n_imp, "images": metrics["images"],
-                   "fingers": metrics["fingers"], "eer": metrics["eer"], "min_quality": args.min_quality,
-                   "skipped": len(report), "model": str(args.model),
-                   "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    atomic_write_bytes(target, recalibrated_bytes(args.model, point["threshold"], source, calibration))
-    old = "none" if model.threshold is None else f"{model.threshold:.4f}"
-    print(f"threshold {point['threshold']:.4f} (was {old}): FMR {100 * point['fmr']:.2f} %, FNMR "
-          f"{100 * point['fnmr']:.2f} % on these pairs ({what}; EER {100 * metrics['eer']:.2f} %)\n"
-          f"  {source}\n  written: {target} (weights unchanged; fedprint verify --model {target} uses it)")
-    if report:
-        print(f"{len(report)} file(s) skipped (--skip-bad):")
-        _print_skipped(report)
-    return 0
-
-
-def _fused_threshold(args: argparse.Namespace, cal: dict, fused, lab) -> tuple[dict, str]:
-    """The operating point of a fused score on the calibration pairs, recorded in ``cal`` (threshold, pair counts,
-    data, protocol, source, time); returns the point and its name."""
-    point, what = _operating_point(args, fused, lab, higher_is_genuine=True)
-    n_gen, n_imp = int(lab.sum()), int((lab == 0).sum())
-    data = Path(args.data).resolve()
-    cal |= {"threshold": float(point["threshold"]), "pairs": n_gen + n_imp, "n_genuine": n_gen,
-            "n_impostor": n_imp, "data": str(data), "protocol": args.protocol,
-            "source": f"calibrated at {what} on {n_gen} genuine / {n_imp} impostor pairs of {data} ({args.protocol} "
-                      "protocol)",
-            "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    return point, what
-
-
-def _calibrate_fusion(args: argparse.Namespace, model, records, report: list, target: Path) -> int:
-    """``calibrate --score fused``: the global + dense weights and fused threshold from this folder's pairs."""
-    from fedprint.data.atomic_io import atomic_write_bytes
-    from fedprint.models.dense_match import ANGLES, MIN_OVERLAP, RADIUS, fused_scores, fusion_calibration
-    from fedprint.models.metrics import eer
-    from fedprint.models.model_file import with_score_fusion_bytes
-    from fedprint.recognition.matching import pair_similarities, protocol_pairs
-
-    pairs = protocol_pairs(records, args.protocol)
-    lab = pairs.label
-    n_gen, n_imp = int(lab.sum()), int((lab == 0).sum())
-    if n_gen == 0 or n_imp == 0:
-        raise ValueError(f"--data: {args.data} gives {n_gen} genuine / {n_imp} impostor pairs; both are needed")
-    g, dense = pair_similarities(model, records, pairs, radius=RADIUS, min_overlap=MIN_OVERLAP, angles=ANGLES)
-    if dense.std() == 0:
-        raise ValueError(f"--score fused: the dense match gives the same value for every pair of {args.data} (the "
-                         f"model's {model.spec.size} px input leaves fewer than {MIN_OVERLAP} feature-map cells to "
-                         "overlap); use --score global")
-    cal = fusion_calibration(g, dense, lab)
-    fused = fused_scores(cal, g, dense)
-    point, what = _fused_threshold(args, cal, fused, lab)
-    atomic_write_bytes(target, with_score_fusion_bytes(args.model, cal))
-    print(f"fused score (embedding + dense match): threshold {cal['threshold']:.4f}, FMR {100 * point['fmr']:.2f} "
-          f"%, FNMR {100 * point['fnmr']:.2f} % on these pairs ({what}); EER {100 * eer(fused, lab, True):.2f} % "
-          f"fused vs {100 * eer(g, lab, True):.2f} % embedding alone\n  {cal['source']}\n  written: {target} "
-          f"(weights and embedding threshold unchanged; fedprint evaluate --score fused --model {target} uses it)")
-    if report:
-        print(f"{len(report)} file(s) skipped (--skip-bad):")
-        _print_skipped(report)
-    return 0
-
-
-#: Pairs above which ``calibrate --score minutiae`` asks for --max-impostors (~0.1 s a pair: 17 min).
-MINUTIAE_PAIRS_UNASKED = 10_000
-
-
-def _calibrate_minutiae(args: argparse.Namespace, model, records, report: list, target: Path) -> int:
-    """``calibrate --score minutiae``: the z-score statistics and fused threshold from this folder's pairs."""
-    from fedprint.data.atomic_io import atomic_write_bytes
-    from fedprint.models.metrics import eer
-    from fedprint.models.model_file import with_minutiae_fusion_bytes
-    from fedprint.recognition.matching import capped_impostors, minutiae_parts, protocol_pairs
-    from fedprint.recognition.minutiae_fusion import calibration, fused_scores
-
-    pairs = capped_impostors(protocol_pairs(records, args.protocol), args.max_impostors, args.seed)
-    lab = pairs.label
-    n_gen, n_imp = int(lab.sum()), int((lab == 0).sum())
-    if n_gen + n_imp > MINUTIAE_PAIRS_UNASKED and args.max_impostors is None:
-        raise ValueError(f"--data: {args.data} gives {n_gen} genuine / {n_imp} impostor pairs; the minutiae matcher "
-                         f"would take about {(n_gen + n_imp) / 600:.0f} min for them: draw fewer impostor pairs with "
-                         "--max-impostors (e.g. 2000)")
-    print(f"scoring {n_gen} genuine / {n_imp} impostor pairs of {len(records)} prints with the network and the "
-          f"minutiae matcher (about {len(records) * 0.7 / 60 + (n_gen + n_imp) / 600:.0f} min on one core)",
-          flush=True)
-    cos, minutiae = minutiae_parts(model, records, pairs, cache=args.minutiae_cache)
-    cal = calibration(cos, minutiae)
-    fused = fused_scores(cal, cos, minutiae)
-    point, what = _fused_threshold(args, cal, fused, lab)
-    atomic_write_bytes(target, with_minutiae_fusion_bytes(args.model, cal))
-    print(f"embedding + minutiae matcher (z-score sum): threshold {cal['threshold']:.4f}, FMR "
-          f"{100 * point['fmr']:.2f} %, FNMR {100 * point['fnmr']:.2f} % on these pairs ({what}); EER "
-          f"{100 * eer(fused, lab, True):.2f} % fused vs {100 * eer(cos, lab, True):.2f} % embedding alone and "
-          f"{100 * eer(minutiae, lab, True):.2f} % minutiae matcher alone\n  {cal['source']}\n  written: {target} "
-          f"(weights and other thresholds unchanged; fedprint verify / evaluate --score minutiae --model {target} "
-          "use it)")
+    cal = calibrate(args.model, records, score=args.score, fmr=args.fmr, at_eer=args.eer, protocol=args.protocol,
+                    max_impostors=args.max_impostors, seed=args.seed, min_quality=args.min_quality,
+                    data=args.data, layout=args.layout, skipped=len(report),
+                    minutiae_cache=args.minutiae_cache, notify=lambda line: print(line, flush=True))
+    atomic_write_bytes(target, cal.model_bytes)
+    rates = f"FMR {100 * cal.fmr:.2f} %, FNMR {100 * cal.fnmr:.2f} % on these pairs ({cal.what}"
+    if cal.score == "global":
+        old = "none" if model.threshold is None else f"{model.threshold:.4f}"
+        print(f"threshold {cal.threshold:.4f} (was {old}): {rates}; EER {100 * cal.eer['global']:.2f} %)\n"
+              f"  {cal.source}\n  written: {target} (weights unchanged; fedprint verify --model {target} uses it)")
+    elif cal.score == "fused":
+        print(f"fused score (embedding + dense match): threshold {cal.threshold:.4f}, {rates}); EER "
+              f"{100 * cal.eer['fused']:.2f} % fused vs {100 * cal.eer['embedding']:.2f} % embedding alone\n"
+              f"  {cal.source}\n  written: {target} (weights and embedding threshold unchanged; fedprint evaluate "
+              f"--score fused --model {target} uses it)")
+    else:
+        print(f"embedding + minutiae matcher (z-score sum): threshold {cal.threshold:.4f}, {rates}); EER "
+              f"{100 * cal.eer['minutiae']:.2f} % fused vs {100 * cal.eer['embedding']:.2f} % embedding alone and "
+              f"{100 * cal.eer['matcher']:.2f} % minutiae matcher alone\n  {cal.source}\n  written: {target} "
+              f"(weights and other thresholds unchanged; fedprint verify / evaluate --score minutiae --model "
+              f"{target} use it)")
     if report:
         print(f"{len(report)} file(s) skipped (--skip-bad):")
         _print_skipped(report)

@@ -128,7 +128,7 @@ def test_calibrate_then_evaluate_and_verify_with_the_minutiae_score(fake_matcher
     args = ["--model", str(model_path), "--data", str(data), "--score", "minutiae"]
     assert fedprint_cli.main(["evaluate", *args, "--out", str(tmp_path / "ev0")]) == 2
     assert "calibrate --score minutiae" in capsys.readouterr().err
-    monkeypatch.setattr("fedprint.cli.verify.MINUTIAE_PAIRS_UNASKED", 20)
+    monkeypatch.setattr("fedprint.recognition.calibration.MINUTIAE_PAIRS_UNASKED", 20)
     assert fedprint_cli.main(["calibrate", *args, "--eer", "-o", str(out)]) == 2
     assert "--max-impostors" in capsys.readouterr().err and not out.exists()
     assert fedprint_cli.main(["calibrate", *args, "--eer", "--max-impostors", "40", "--minutiae-cache", str(cache),
