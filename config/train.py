@@ -40,7 +40,7 @@ class TrainConfig:
         Maximum shift per axis of the placement augmentation as a fraction of the input side (default 0.1); a
         larger one shows the network impressions that caught another part of the finger (put down higher or
         lower on the sensor window), where FCJ2020's failing genuine pairs cluster; 0.2 measured no gain there
-        (docs/real_prints_recipe.md).
+        (docs/studies/real_prints_recipe.md).
     rotation : float
         Largest rotation of the placement augmentation in degrees, either way (default 20).
     elastic : float
@@ -52,7 +52,7 @@ class TrainConfig:
         the rest blanked (default 0: off; :mod:`fedprint.models.augment`): a sensor window smaller than the finger
         (FVC2000 DB1's 15 mm square), where the print's outline is the window's edge and two impressions share
         only part of the skin; screened at 0.25 / 0.5: FCJ2020's held-out EER +1.7 to +2.4 points, FVC2000 DB1
-        unchanged (docs/real_prints_recipe.md). Needs ``augment``.
+        unchanged (docs/studies/real_prints_recipe.md). Needs ``augment``.
     flip_identities : int
         Mirrored twins added as extra training fingers (default 0: none): 1 adds every training finger's
         left-right mirror image as a new finger, 3 also its upside-down and rotated-by-180 degrees images.

@@ -19,7 +19,7 @@ This module is FedPrint's version of that branch for :class:`fedprint.models.sia
   ``[train] minutiae_weight`` multiplies it (default 0: off).
 
 Measured on FCJ2020 (``studies/study_recipe.py``, 4 finger splits of 600 genuine / 20,000 impostor held-out pairs,
-paired with the 40-epoch baseline; ``docs/real_prints_recipe.md``): no setting helped. Weight 1 on the last map
+paired with the 40-epoch baseline; ``docs/studies/real_prints_recipe.md``): no setting helped. Weight 1 on the last map
 +1.0 EER points [+0.0, +2.0], weight 0.1 −0.0 [−0.5, +0.4], weight 1 on the block-3 map +0.3 [−0.7, +1.2].
 
 Where the minutiae come from is the caller's choice (``fedprint.training.minutiae_targets`` runs the extractor of

@@ -13,7 +13,7 @@ score over a calibration set of genuine and impostor pairs (``fedprint calibrate
 model file under ``minutiae_fusion`` with the decision threshold on ``s``: no pair that is scored later sets them.
 The rule weighs each matcher by its spread, so the classical matcher's long tail of sure matches counts and its
 muddled middle does not drown the network (on FCJ2020 held-out fingers it lowered the EER where the label-free rank
-fusion raised it: docs/real_prints_recipe.md).
+fusion raised it: docs/studies/real_prints_recipe.md).
 
 The minutiae matcher reads each image as stored (NBIS assumes about 500 dpi) and takes about 0.7 s a print and
 0.1 s a pair on one core (pure Python): a folder of thousands of pairs takes minutes. Its scores depend on the two

@@ -1,7 +1,7 @@
 """Table of ``fedprint evaluate --score minutiae`` runs: per model and folder, the fused score beside the embedding
 alone and the minutiae matcher alone, each with its EER and FNMR @ FMR 1 % and the pairs behind them.
 
-    python -m studies.minutiae_fusion_table runs/eval/shipped_* runs/eval/t1_* [--out docs/minutiae_fusion.md]
+    python -m studies.minutiae_fusion_table runs/eval/shipped_* runs/eval/t1_* [--out docs/studies/minutiae_fusion.md]
 
 Every row is one evaluate output folder (its ``metrics.json``); the model is named by its file's stem, the folder by
 its name. The mean row of each model averages the folders with at least 100 impostor pairs (fewer cannot resolve

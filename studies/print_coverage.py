@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dpi", type=float, default=250.0, help="working resolution (default 250 dpi)")
     add_real_samples_arg(ap)
     ap.add_argument("--out", default=None, help="also write the table as a markdown document (e.g. "
-                                                "docs/print_coverage.md)")
+                                                "docs/studies/print_coverage.md)")
     args = ap.parse_args(argv)
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]

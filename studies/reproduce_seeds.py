@@ -1,9 +1,9 @@
-"""Reproduce the seed papers' tables on real prints and regenerate ``docs/reproduction.md`` and its figures.
+"""Reproduce the seed papers' tables on real prints and regenerate ``docs/studies/reproduction.md`` and its figures.
 
 Two steps, each repeatable by a reader::
 
     python -m studies.reproduce_seeds --run all          # run every mechanism evaluation into runs/reproduction/
-    python -m studies.reproduce_seeds                    # regenerate docs/reproduction.md + docs/reproduction/*.png
+    python -m studies.reproduce_seeds                    # regenerate docs/studies/reproduction.md + its figures
     python -m studies.reproduce_seeds --affr runs/real_sensors-...   # also render the AFFR section from those runs
 
 ``--run NAME[,NAME]`` runs only those evaluations (names: :data:`RUNS` and ``002-table41``); each writes its folder
@@ -31,46 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from studies.reproduction_common import FVC_SETS, LOCAL_RUNS, ROOT, RUNS, SWEEP, TABLE41, real_root
 
-DOC = ROOT / "docs" / "reproduction.md"
-FIG_DIR = ROOT / "docs" / "reproduction"
+DOC = ROOT / "docs" / "studies" / "reproduction.md"
+FIG_DIR = ROOT / "docs" / "studies" / "reproduction"
 DEFAULT_RUNS = Path("runs") / "reproduction"
-REAL_ENV = "FEDPRINT_REAL_SAMPLES"
-FVC_SETS = ("fvc_300x300_b", "fvc2002_db1_b", "fvc2002_db3_b")
-MODEL = "models/pretrained/fedprint-synthetic.pt"
-REGION_MECHS = ("lap", "klap", "rklap", "dp-rklap")
-
-
-def real_root() -> Path:
-    """Folder of the real prints (``$FEDPRINT_REAL_SAMPLES``, else ``../shared/data/real`` beside the checkout)."""
-    given = os.environ.get(REAL_ENV, "").strip()
-    return Path(given) if given else ROOT.parent / "shared" / "data" / "real"
-
-
-def _eval(mechs: str, variants: str, eps: str, *extra: str, unit: str = "absolute") -> list[str]:
-    data = [str(real_root() / s) for s in FVC_SETS]
-    return ["publish-eval", "--data", *data, "--layout", "fvc", "--mechanisms", mechs, "--variants", variants,
-            "--epsilons", eps, "--epsilon-unit", unit, *extra]
-
-
-#: Run name -> ``fedprint`` arguments (without ``--out``); what each row of the document stands on.
-RUNS: dict[str, list[str]] = {
-    "000-paper-eps": _eval(",".join(REGION_MECHS), "paper,sound", "1,2,3,4,5", "--model", MODEL, unit="mn/256"),
-    "000-sound-eps": _eval(",".join(REGION_MECHS), "sound", "0.5,1,2,4,8,16", "--model", MODEL),
-    "000-classical": _eval("lap,dp-rklap", "paper", "1,5", "--model", MODEL, "--classical", "--n-images", "24",
-                           "--seed", "0", unit="mn/256"),
-    "001-fourier": _eval("fip,emk,bemk", "paper,sound", "0.1,0.5,0.9,1.4", "--model", MODEL),
-    "004-swp": _eval("swp,sort-swp", "paper,sound", "1,2,3,4,5", "--model", MODEL, "--n-images", "6", "--seed",
-                     "0"),
-    "002-pointset": _eval("pointset", "paper,sound", "0.5,1,2,3"),
-}
-TABLE41 = "002-table41"
-TABLES13 = "000-tables13"
-#: Evaluations that are Python functions of this script rather than ``fedprint`` commands.
-LOCAL_RUNS = (TABLES13, TABLE41)
-#: Yan et al. Figs. 9-10 on real prints: a small ``fedprint sweep`` (long: one fine-tuning per point).
-SWEEP = "003-sweep"
 SWEEP_SETS = ("fvc_300x300_b", "fvc2002_db1_b", "pyfnprint_16x8")  # one domain each (DB1 and DB3 share "fvc2002")
 SWEEP_ARGS = ["--beta", "0,0.5,0.9", "--sigma2", "650.25,2601", "--sigma2-beta", "0.5"]  # σ² > 0: the config refuses 0
 SWEEP_TOML = """# Written by python -m studies.reproduce_seeds --run 003-sweep: Yan et al. 2025 Figs. 9-10 in shape,
@@ -105,20 +70,6 @@ lr = 3e-4
 [fpdfsn]
 enabled = true
 """
-
-# --------------------------------------------------------------------------------------------------- papers' numbers
-#: Liu, Zhi et al. (seed 000), FVC2004 DB2: Table 8 matching rate, Table 9 matching accuracy (%), ε_k = k·mn/256.
-PAPER_000_RATE = {"lap": [10.32, 11.82, 16.45, 17.10, 17.87], "klap": [13.02, 14.71, 18.33, 19.00, 25.46],
-                  "rklap": [18.33, 33.01, 41.85, 51.65, 55.23], "dp-rklap": [62.65, 79.30, 81.37, 85.98, 91.46]}
-PAPER_000_ACC = {"lap": [65.97, 69.33, 56.47, 64.56, 66.36], "klap": [66.10, 72.44, 73.48, 95.30, 92.06],
-                 "rklap": [76.93, 92.59, 96.67, 94.56, 98.01], "dp-rklap": [99.29, 99.55, 100.00, 99.59, 100.00]}
-#: Table 1: protected pixels of FVC2004 DB2 102_7 (256×393, 25 minutiae), %.
-PAPER_000_TABLE1 = {"lap": 100.0, "klap": 43.23, "rklap": 13.93}
-#: Table 3: allocation of ε2 over the four regions (%), in allocation order.
-PAPER_000_TABLE3 = [15.36, 14.53, 35.06, 35.05]
-#: Thesis Table 4.1 (seed 002): rows n, columns ε.
-#  (imported from privacy.publish.pointset at render time so the two never disagree)
-
 
 # ------------------------------------------------------------------------------------------------------------ runs
 def sweep_toml() -> str:

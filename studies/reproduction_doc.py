@@ -1,4 +1,4 @@
-"""Render ``docs/reproduction.md`` and its figures from the run folders of ``studies/reproduce_seeds.py``.
+"""Render ``docs/studies/reproduction.md`` and its figures from the run folders of ``studies/reproduce_seeds.py``.
 
 Reads only: ``<runs>/<name>/results.csv`` (``fedprint publish-eval``), ``wall.json``, ``tables13.json``,
 ``table41.csv`` / ``table41_curve.csv``, and for the AFFR section every ``results.csv``, ``mia.csv``,
@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from fedprint.config.provenance import recorded_command
-from studies import reproduce_seeds as rs
+from studies import reproduction_common as common
 
 NOT_YET = "not yet run"
 #: Gallery fingers of every run: the pooled FVC sets' fingers with a first impression (9 + 10 + 10).
@@ -60,15 +60,15 @@ def wall(runs: Path, name: str) -> dict | None:
 def command(name: str) -> str:
     """The exact command of run ``name`` (the script's), and the ``fedprint`` command behind it."""
     line = f"`python -m studies.reproduce_seeds --run {name}`"
-    if name in rs.RUNS:
-        args = shlex.join(["fedprint", *rs.RUNS[name], "--out", f"runs/reproduction/{name}"])
-        line += f" (= `{args.replace(str(rs.real_root()), '$FEDPRINT_REAL_SAMPLES')}`)"
+    if name in common.RUNS:
+        args = shlex.join(["fedprint", *common.RUNS[name], "--out", f"runs/reproduction/{name}"])
+        line += f" (= `{args.replace(str(common.real_root()), '$FEDPRINT_REAL_SAMPLES')}`)"
     return line
 
 
 def probes(name: str) -> str:
     """Number of probes run ``name`` uses: its ``--n-images``, else every finger with a second impression (29)."""
-    args = rs.RUNS[name]
+    args = common.RUNS[name]
     return args[args.index("--n-images") + 1] if "--n-images" in args else "29"
 
 
@@ -125,8 +125,8 @@ def section_overview(runs: Path, affr: Sequence[Path]) -> str:
             "001-fourier": "001 FIP / EMK / BEMK, paper's ε grid",
             "004-swp": f"004 SWP / sort-SWP, ε = 1..5, {probes('004-swp')} probes",
             "002-pointset": "002 point sets on real minutiae",
-            rs.SWEEP: "003 Figures 9–10: `fedprint sweep` on real prints (5 fine-tunings of the shipped model)"}
-    for name in [*rs.LOCAL_RUNS, *rs.RUNS, rs.SWEEP]:
+            common.SWEEP: "003 Figures 9–10: `fedprint sweep` on real prints (5 fine-tunings of the shipped model)"}
+    for name in [*common.LOCAL_RUNS, *common.RUNS, common.SWEEP]:
         w = wall(runs, name) or {}
         total += w.get("seconds", 0.0)
         load = (f"{w['load_start']:.0f} → {w['load_end']:.0f}" if "load_start" in w else "—")
@@ -172,14 +172,14 @@ def _affr_seconds(folder: Path) -> float:
 def section_000(runs: Path, fig_dir: Path) -> str:
     out = ["## 000 — DP-RKLAP (Liu, Zhi et al.): LAP, KLAP, RKLAP, DP-RKLAP\n"]
     # Tables 1 and 3
-    t13 = runs / rs.TABLES13 / "tables13.json"
+    t13 = runs / common.TABLES13 / "tables13.json"
     klap_frac = rklap_frac = None
     out.append("### Tables 1 and 3\n")
     if t13.is_file():
         d = json.loads(t13.read_text())
-        ok = d["table3"] == rs.PAPER_000_TABLE3
+        ok = d["table3"] == common.PAPER_000_TABLE3
         out.append(f"Table 3 (allocation of ε2 over Table 2's regions Q = 1076, 1110, 3679, 8146, in the paper's "
-                   f"order): paper {rs.PAPER_000_TABLE3} %, ours {d['table3']} % — "
+                   f"order): paper {common.PAPER_000_TABLE3} %, ours {d['table3']} % — "
                    f"**{'exact' if ok else 'DIFFERENT'}** (unrounded "
                    f"{', '.join(f'{v:.3f}' for v in d['table3_unrounded'])} %; the paper rounds and keeps the "
                    "column at 100 %). Covered by `tests/test_publish_regions.py::test_table3_allocation_reproduced`."
@@ -194,7 +194,7 @@ def section_000(runs: Path, fig_dir: Path) -> str:
         klap_frac, rklap_frac = med["klap"], med["rklap"]
         out.append(table(["mechanism", "paper: FVC2004 DB2 102_7 (256×393, 25 minutiae)",
                           f"ours: median over {len(prints)} real FVC probes (median {nm:.0f} minutiae) [IQR]"],
-                         [[m.upper(), f"{rs.PAPER_000_TABLE1[m]:.2f} %",
+                         [[m.upper(), f"{common.PAPER_000_TABLE1[m]:.2f} %",
                            f"{med[m]:.2f} %" + (f" [{q[m][0]:.1f}, {q[m][1]:.1f}]" if m in q else "")]
                           for m in ("lap", "klap", "rklap")]))
         out.append(f"\nTable 1 is the *protected-pixel fraction*, a function of the image and its minutiae. Their "
@@ -202,10 +202,10 @@ def section_000(runs: Path, fig_dir: Path) -> str:
                    "`tests/test_publish_regions.py::test_table1_protected_fractions` checks the order on a synthetic "
                    f"256×393 print. {len(d['table1_prints']) - len(prints)} print(s) refused (too few minutiae).\n")
     else:
-        out.append(not_yet(rs.TABLES13))
+        out.append(not_yet(common.TABLES13))
 
     res, snd, cls = results(runs, "000-paper-eps"), results(runs, "000-sound-eps"), results(runs, "000-classical")
-    mechs = rs.REGION_MECHS
+    mechs = common.REGION_MECHS
     out.append("\n### Matching rate and matching accuracy vs ε = k·mn/256 (their Tables 8 and 9, FVC2004 DB2)\n")
     out.append("Matching rate = fraction of the original print's minutiae found again (within 8 px) in the "
                "minutiae extracted from the release; matching accuracy = fraction of the release's minutiae that "
@@ -213,8 +213,8 @@ def section_000(runs: Path, fig_dir: Path) -> str:
                "mechanism at their ε; `sound` = our DP variant at the *same* ε, which is per-pixel ε ≈ 350–570 "
                "(essentially no noise, see below).\n\n")
     head = ["k"] + [f"{m.upper()} {w}" for m in mechs for w in ("paper's", "ours paper", "ours sound")]
-    for col, paper, title in (("minutiae_retained", rs.PAPER_000_RATE, "Matching rate (Table 8)"),
-                              ("minutiae_precision", rs.PAPER_000_ACC, "Matching accuracy (Table 9)")):
+    for col, paper, title in (("minutiae_retained", common.PAPER_000_RATE, "Matching rate (Table 8)"),
+                              ("minutiae_precision", common.PAPER_000_ACC, "Matching accuracy (Table 9)")):
         rows = [[str(k)] + [c for m in mechs for c in (f"{paper[m][k - 1]:.2f} %", _cell(res, m, "paper", k, col),
                                                        _cell(res, m, "sound", k, col))] for k in range(1, 6)]
         out.append(f"**{title}**\n\n" + table(head, rows) + "\n")
@@ -225,7 +225,7 @@ def section_000(runs: Path, fig_dir: Path) -> str:
         line = []
         for k in (1, 5):
             got = {m: res.get((m, "paper", float(k)), {}).get("minutiae_retained") for m in mechs}
-            ours = ", ".join(f"{m.upper()} {pct(got[m])} ({rs.PAPER_000_RATE[m][k - 1]:.2f} %)" for m in mechs)
+            ours = ", ".join(f"{m.upper()} {pct(got[m])} ({common.PAPER_000_RATE[m][k - 1]:.2f} %)" for m in mechs)
             order_ok = [m for m in mechs if isinstance(got[m], float)]
             best = max(order_ok, key=lambda m: got[m]) if order_ok else "—"
             line.append(f"k = {k}: {ours}; best ours {best.upper()}")
@@ -281,7 +281,8 @@ the minutiae: the crossing-number extractor reacts to ±1 grey-level changes nea
     out.append("\n**Why the paper variant's ranking depends on mask size.** Its per-pixel noise scale is "
                "Q/ε_k = 256·(Q/mn)/k: the smaller the mask, the less noise, and every pixel outside it is exact. "
                + (f"Our KLAP / RKLAP masks cover a median {klap_frac:.0f} % / {rklap_frac:.0f} % of a print (their "
-                  f"Table 1 example: {rs.PAPER_000_TABLE1['klap']:.2f} % / {rs.PAPER_000_TABLE1['rklap']:.2f} %), "
+                  f"Table 1 example: {common.PAPER_000_TABLE1['klap']:.2f} % / "
+                  f"{common.PAPER_000_TABLE1['rklap']:.2f} %), "
                   "which sets how much noise our KLAP and RKLAP get relative to theirs.\n"
                   if klap_frac is not None else "(Table 1 run missing.)\n"))
     return "\n".join(out)
@@ -291,9 +292,9 @@ def _fig_000(res, snd, fig_dir: Path) -> str | None:
     if res is None and snd is None:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    colors = dict(zip(rs.REGION_MECHS, ("C0", "C1", "C2", "C3"), strict=True))
-    for m in rs.REGION_MECHS:
-        axes[0].plot(range(1, 6), [v / 100 for v in rs.PAPER_000_RATE[m]], "--", color=colors[m], alpha=0.6)
+    colors = dict(zip(common.REGION_MECHS, ("C0", "C1", "C2", "C3"), strict=True))
+    for m in common.REGION_MECHS:
+        axes[0].plot(range(1, 6), [v / 100 for v in common.PAPER_000_RATE[m]], "--", color=colors[m], alpha=0.6)
         if res is not None:
             _curve(axes[0], res, m, "paper", "minutiae_retained", range(1, 6), marker="o", color=colors[m],
                    label=m.upper())
@@ -465,7 +466,7 @@ def section_002(runs: Path, fig_dir: Path) -> str:
            "5-cluster sets, 6 of each for n ≤ 20,000, 2 above), at the thesis's k and at the best k of a 24-point "
            "log grid (what `choose_k`, the sound variant's selection, does). Fully reproducible: simulated data, "
            "seed 0.\n\n"]
-    path = runs / rs.TABLE41 / "table41.csv"
+    path = runs / common.TABLE41 / "table41.csv"
     if path.is_file():
         rows = read_csv(path)
         by = {(int(r["n"]), float(r["epsilon"])): r for r in rows}
@@ -485,7 +486,7 @@ def section_002(runs: Path, fig_dir: Path) -> str:
         if fig:
             out.append(f"\n![error vs k]({fig})\n")
     else:
-        out.append(not_yet(rs.TABLE41))
+        out.append(not_yet(common.TABLE41))
     res = results(runs, "002-pointset")
     out.append("\n### The mechanism on real minutiae sets\n\nEach probe's minutiae (x, y, direction on a 3-D "
                "Hilbert curve) published with ε per minutia (record = one minutia; a finger's m ≈ 20–70 minutiae "
@@ -508,7 +509,7 @@ def section_002(runs: Path, fig_dir: Path) -> str:
 
 
 def _fig_table41(runs: Path, fig_dir: Path) -> str | None:
-    path = runs / rs.TABLE41 / "table41_curve.csv"
+    path = runs / common.TABLE41 / "table41_curve.csv"
     if not path.is_file():
         return None
     curve = read_csv(path)
@@ -537,7 +538,7 @@ def affr_commands() -> str:
              "--out runs/real_sensors-inversion   # Table 5 (~6 min; the attacks do not model ridge normalisation)",
              "fedprint sweep --config real_sensors --beta 0,0.3,0.5,0.7 --sigma2 0 --out runs/real_sensors-sweep"
              "   # Figure 9 (~6 min)",
-             f"python -m studies.reproduce_seeds --run {rs.SWEEP}   # Figures 9-10 (β and σ²)",
+             f"python -m studies.reproduce_seeds --run {common.SWEEP}   # Figures 9-10 (β and σ²)",
              "python -m studies.reproduce_seeds   # this document (reads runs/real_sensors*)"]
     return "```\n" + "\n".join(lines) + "\n```\n"
 
@@ -654,7 +655,7 @@ def _fig_sweep(rows: list[dict], fig_dir: Path, name: str) -> str | None:
 
 
 def summary(runs: Path, affr: Sequence[Path]) -> str:
-    missing = [n for n in [*rs.LOCAL_RUNS, *rs.RUNS, rs.SWEEP] if not (runs / n).is_dir()]
+    missing = [n for n in [*common.LOCAL_RUNS, *common.RUNS, common.SWEEP] if not (runs / n).is_dir()]
     missing += [] if _lead_runs(affr) else ["seed 003 (AFFR on real sensors)"]
     return ("## Reproduced vs not, at a glance\n\n"
             "- **Exact**: seed 000 Table 3 (the budget allocation); seed 002 Table 4.1's own synthetic setting "

@@ -19,7 +19,7 @@ Student-t 95 % interval. ``--transfer`` scores a model file on all pairs of ever
     python -m studies.study_dense_match --run runs/recipe/fcj_rr128_e40 runs/recipe/fcj_rr128_e40-s1 ... \\
         runs/real_sensors_pooled=experiments/real_sensors_pooled.toml \\
         --simulate runs/real_sensors-seeds/seed-0 ... --classical-csv runs/classical_heldout/classical_heldout.csv \\
-        --transfer models/pretrained/fedprint-synthetic.pt --out docs/dense_matching
+        --transfer models/pretrained/fedprint-synthetic.pt --out docs/studies/dense_matching
 
 A run folder's TOML is ``<folder>.toml`` beside it unless given as ``folder=toml``. Writes ``<out>.md`` and
 ``<out>.csv``; the doc ends with the exact command.
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--transfer", nargs="*", default=[],
                     help="model files scored on all pairs of every real set, each PATH or NAME=PATH")
     ap.add_argument("--real-samples", default=os.environ.get("FEDPRINT_REAL_SAMPLES", "../shared/data/real"))
-    ap.add_argument("--out", default="docs/dense_matching", help="output path without suffix (.md and .csv)")
+    ap.add_argument("--out", default="docs/studies/dense_matching", help="output path without suffix (.md and .csv)")
     args = ap.parse_args(argv)
     jobs = []
     for spec in args.run:

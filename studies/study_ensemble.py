@@ -12,7 +12,7 @@ Each ensemble is paired split by split with the mean EER of its own members (wha
 gives) and with ``--reference`` (a member, default the first variant). On the four sensors no variant trained
 on (``bench.study_recipe.OTHER_SETS`` under ``--real``), every pair of each folder is scored the same way by each
 split's models. Two networks from the same start on the same fingers were measured to make nearly the same
-mistakes (docs/real_prints_recipe.md, "Placement shifts, a second network, twice the epochs"); different
+mistakes (docs/studies/real_prints_recipe.md, "Placement shifts, a second network, twice the epochs"); different
 pre-trained starts are the diversity this script measures.
 
 ``--models`` instead: model files that never saw a real print (synthetic-only, target 3), each ``PATH`` or

@@ -6,7 +6,7 @@ one sentence answering "does AFFR beat FedAvg beyond the noise, where, and by ho
 per-seed differences (:func:`fedprint.lab.multi_seed.summarise`). Methods whose EER is near chance are flagged, never
 compared. Writes ``<out>.md`` and a figure ``<out>.png`` (mean avg EER ± CI per method, one panel per setting).
 
-    .venv/bin/python -m studies.study_heterogeneity --out docs/heterogeneity_study \\
+    .venv/bin/python -m studies.study_heterogeneity --out docs/studies/heterogeneity_study \\
         "three domains (demo size)=/work/studies/three_domains" "unseen domain=/work/studies/unseen" ...
 """
 

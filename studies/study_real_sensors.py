@@ -1,4 +1,4 @@
-"""Real-sensor study (issue 22 §4): ``docs/real_sensors_study.md`` + figure, assembled from run folders.
+"""Real-sensor study (issue 22 §4): ``docs/studies/real_sensors_study.md`` + figure, assembled from run folders.
 
 Inputs, all produced by the ordinary commands (nothing here trains):
 
@@ -24,7 +24,7 @@ fingers to tell" whenever the interval includes 0 — and no verdict at all wher
 ``common_test`` (:mod:`fedprint.lab.common_test`); local's pooled row pools each institution's own model.
 
     .venv/bin/python -m studies.study_real_sensors --seeds runs/real_sensors-seeds-... [--sweep ...] [--audit ...] \\
-        [--classical ...] [--pooled ...] [--out docs/real_sensors_study]
+        [--classical ...] [--pooled ...] [--out docs/studies/real_sensors_study]
 """
 
 from __future__ import annotations
@@ -344,7 +344,8 @@ def main() -> None:
     ap.add_argument("--audit", type=Path, default=None, help="folder of `fedprint audit --attacks mia` on one run")
     ap.add_argument("--classical", type=Path, default=None, help="folder of studies/classical_heldout.py")
     ap.add_argument("--pooled", type=Path, default=None, help="folder of the real_sensors_pooled train run")
-    ap.add_argument("--out", type=Path, default=Path("docs/real_sensors_study"), help="output path without suffix")
+    ap.add_argument("--out", type=Path, default=Path("docs/studies/real_sensors_study"),
+                    help="output path without suffix")
     a = ap.parse_args()
     if not (a.seeds / "summary.json").is_file():
         ap.error(f"--seeds {a.seeds}: expected a finished `fedprint simulate --seeds` folder (no summary.json)")

@@ -1,4 +1,4 @@
-"""The verifier recipe on real prints: which levers pay (issue 22 §2) -> docs/real_prints_recipe.md (+ figure).
+"""The verifier recipe on real prints: which levers pay (issue 22 §2) -> docs/studies/real_prints_recipe.md (+ figure).
 
 Each variant is one ``fedprint train --mode centralized`` run on FCJ2020 (160 fingers x 6 impressions, optical,
 500 dpi) split by finger (open set: 40 test fingers never trained on), fine-tuned from the shipped model
@@ -643,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-train", action="store_true", help="only collect existing run folders")
     ap.add_argument("--splits", type=int, default=1,
                     help="run every selected FCJ variant on this many finger splits (seeds 0..N-1; default 1)")
-    ap.add_argument("--out", default="docs/real_prints_recipe.md")
+    ap.add_argument("--out", default="docs/studies/real_prints_recipe.md")
     add_device_arg(ap)
     ap.add_argument("--train-only", action="store_true",
                     help="train the selected variants on every split, score nothing and write no doc (for a "

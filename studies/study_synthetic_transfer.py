@@ -1,5 +1,5 @@
 """Synthetic-only pre-training: which lever makes the shipped model transfer to real sensors (issue 22 §2, target 3)
--> docs/synthetic_transfer.md.
+-> docs/studies/synthetic_transfer.md.
 
 The shipped model is trained on synthetic prints only (``experiments/pretrain_synthetic.toml``) and must keep that
 property. Each variant here is that exact recipe with one lever (augmentation, loss, input size, pooling) changed;
@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reference", default=BASELINE,
                     help="a variant of --only that the others stack on: adds a table of each lever minus it, paired "
                          "by seed and input size (default: only the baseline table)")
-    ap.add_argument("--out", default="docs/synthetic_transfer.md")
+    ap.add_argument("--out", default="docs/studies/synthetic_transfer.md")
     args = ap.parse_args(argv)
     real, runs = Path(args.real_samples).resolve(), Path(args.runs)
     if not real.is_dir():

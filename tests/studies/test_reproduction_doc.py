@@ -1,4 +1,5 @@
-"""studies/reproduction_doc.py renders docs/reproduction.md from run folders: a tiny fake run folder (no real data)."""
+"""studies/reproduction_doc.py renders docs/studies/reproduction.md from run folders: a tiny fake run folder (no real
+data)."""
 
 from __future__ import annotations
 

@@ -111,7 +111,7 @@ def test_a_regeneration_keeps_the_reading(tmp_path):
     assert text.endswith("\n\n" + tail) and "an old table" not in text
 
 
-@pytest.mark.parametrize("doc", sorted((BASE_TOML.parents[1] / "docs").glob("synthetic_transfer*.md")),
+@pytest.mark.parametrize("doc", sorted((BASE_TOML.parents[1] / "docs" / "studies").glob("synthetic_transfer*.md")),
                          ids=lambda p: p.name)
 def test_every_doc_of_this_script_can_be_regenerated(doc):
     """Each doc the script wrote carries its marker: a regeneration keeps the hand-written text instead of
