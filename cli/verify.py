@@ -31,17 +31,19 @@ SCORES_HELP = ("distance: Euclidean distance of the two unit-norm embeddings, in
                "match iff distance <= threshold. score = 1 - distance / 2, in [0, 1]; higher = more alike. "
                "With --score fused: score = embedding + dense match of the feature maps, each standardised as the "
                "model file stores; with --score minutiae: score = embedding cosine + a classical minutiae matcher "
-               "(Bozorth3), each standardised as the model file stores (fedprint calibrate --score minutiae); "
+               "(NBIS Bozorth3, LEADER + geometric or Gabor + Bozorth3), each standardised as the model file "
+               "stores (fedprint calibrate --score minutiae); "
                "distance = -score. "
                "quality: print quality in [0, 1] (ridge area x clarity; below --min-quality an image is refused).")
 #: recognition.matching.SCORES, named here so that `--help` does not import torch (a test keeps them equal).
 SCORES = ("global", "fused", "minutiae")
 SCORE_HELP = ("global: embedding distance; fused: embedding + dense match of the feature maps, weighted as the "
               "model file stores (fedprint train / simulate write it; fedprint calibrate --score fused); minutiae: "
-              "embedding + the classical minutiae matcher afis Gabor + Bozorth3 (pip install 'fedprint[classical]'; "
-              "~0.7 s a print and 0.1 s a pair), z-score sum as the model file stores (fedprint calibrate --score "
-              "minutiae); for both fused scores distances are -(fused score) and the default threshold is the "
-              "model's one for that score")
+              "embedding + the classical minutiae matcher the model file was calibrated with (NBIS MINDTCT + "
+              "Bozorth3 by default, LEADER + geometric, or afis Gabor + Bozorth3; pip install "
+              "'fedprint[classical]'), z-score sum as the model file stores (fedprint calibrate --score "
+              "minutiae --matcher M); for both fused scores distances are -(fused score) and the default "
+              "threshold is the model's one for that score")
 #: Scores whose "distance" is -(fused score) (recognition.matching.FUSED_SCORES).
 FUSED = ("fused", "minutiae")
 
@@ -347,7 +349,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     cal = calibrate(args.model, records, score=args.score, fmr=args.fmr, at_eer=args.eer, protocol=args.protocol,
                     max_impostors=args.max_impostors, seed=args.seed, min_quality=args.min_quality,
                     data=args.data, layout=args.layout, skipped=len(report),
-                    minutiae_cache=args.minutiae_cache, notify=lambda line: print(line, flush=True))
+                    minutiae_cache=args.minutiae_cache, matcher=args.matcher,
+                    notify=lambda line: print(line, flush=True))
     atomic_write_bytes(target, cal.model_bytes)
     rates = f"FMR {100 * cal.fmr:.2f} %, FNMR {100 * cal.fnmr:.2f} % on these pairs ({cal.what}"
     if cal.score == "global":
@@ -395,7 +398,7 @@ def _data_args(p: argparse.ArgumentParser, required: bool = True) -> None:
 def _pair_draw_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-impostors", type=positive_int, default=None, metavar="N",
                    help="score every genuine pair and at most N impostor pairs drawn with --seed (default: all; "
-                        "the minutiae matcher takes ~0.1 s a pair)")
+                        "the minutiae matchers take ~2 ms (NBIS) to ~0.1 s (Gabor + Bozorth3) a pair)")
     p.add_argument("--seed", type=int, default=0, help="seed of the --max-impostors draw (default 0)")
     p.add_argument("--minutiae-cache", default=None, metavar="DIR",
                    help="--score minutiae: keep the minutiae matcher's scores in this folder (keyed on the images' "
@@ -490,6 +493,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="global: the embedding-distance threshold; fused: the weights and threshold of the "
                         "embedding + dense-match score (fedprint evaluate --score fused); minutiae: those of the "
                         "embedding + minutiae-matcher z-score sum (fedprint verify / evaluate --score minutiae)")
+    c.add_argument("--matcher", choices=("auto", "nbis", "leader", "gabor"), default="auto",
+                   help="--score minutiae: the classical matcher fused with the embedding (auto: NBIS MINDTCT + "
+                        "Bozorth3 where nbis-py is installed; leader: LEADER + afis geometric, most accurate, ~0.8 s "
+                        "a print; gabor: afis Gabor + Bozorth3, the older comparator); the model file records it")
     _pair_draw_args(c)
     c.add_argument("-o", "--output", required=True, help="new model file to write (never overwrites)")
     _quality_arg(c)

