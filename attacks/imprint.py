@@ -1,6 +1,6 @@
 """Malicious-server imprint attack: "Robbing the Fed" (Fowl, Geiping, Czaja, Goldblum, Goldstein, ICLR 2022).
 
-The server inserts an :class:`ImprintBlock` in front of the encoder it sends (:func:`tamper`):
+The server inserts an :class:`ImprintBlock` in front of the encoder it sends (:func:`tamper`)::
 
     h = ReLU(W0 x + b0),   W0[i] = w (the same measurement direction in every row),  b0[i] = -q_i,
     out = x + W1 h,        W1[:, i] = (gain / k) u  (the same unit direction u in every column; a fixed
@@ -167,7 +167,7 @@ def recover_from_gradients(
     input_shape : (C, H, W), optional
         Reshape the recovered rows; default: flat (n, D).
     rel_tol : float
-        A bin is non-empty when |db| > rel_tol * max |db| (empty bins give 0/0).
+        A bin is non-empty when ``|db| > rel_tol * max |db|`` (empty bins give 0/0).
 
     Returns
     -------

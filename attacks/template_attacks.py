@@ -1,14 +1,14 @@
 """Attacks on our own protected templates: cross-matching and helper linkage, the correlation attack, PIN guessing.
 
-* **Cross-matching / linkability** (:func:`link_score`; :func:`link_scores` for a tolerance sweep): uses the
+* **Cross-matching / linkability** [3]_ (:func:`link_score`; :func:`link_scores` for a tolerance sweep): uses the
   vault points and the helper fields. Given two vault templates from two systems, is it the same finger? The
   attacker registers the two stored helper fields (the same public routine the verifier uses), refines the
   translation by Hough voting between the two point sets, and counts vault elements of one that have a partner in
   the other within the matching tolerance; a second, helper-free alignment (translation voting over the whole
   frame) covers templates whose helper is masked. Genuine minutiae of one finger coincide, chaff does not, so mated
   pairs score higher. Success = best balanced accuracy of a threshold on the score (chance 0.5).
-* **Correlation attack** (Scheirer & Boult 2007; Kholmatov & Yanikoglu 2008) (:func:`correlation_attack`): align
-  two vaults of one finger and intersect them; the surviving elements of vault 1 are mostly genuine, and the
+* **Correlation attack** (Scheirer & Boult 2007 [1]_; Kholmatov & Yanikoglu 2008 [2]_) (:func:`correlation_attack`):
+  align two vaults of one finger and intersect them; the surviving elements of vault 1 are mostly genuine, and the
   attacker runs the ordinary unlock on them. Success = the secret polynomial (hence the genuine minutiae) is
   recovered from public data alone. Uses the vault points and the helper fields.
 * **Helper linkage** (:func:`helper_link_score`): uses only the stored alignment helper field (the enrolment

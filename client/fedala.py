@@ -2,7 +2,7 @@
 
 Before local training, a FedALA client does not overwrite its model with the global one. It keeps the lower
 layers of the global model and, for the top ``layers`` parameter tensors, learns element-wise weights
-W ∈ [0, 1] (Zhang et al. 2023, Eq. 4-6)::
+W ∈ [0, 1] (Zhang et al. 2023 [1]_, Eq. 4-6)::
 
     θ̂_i = θ_i + (θ_g − θ_i) ⊙ W_i          (top layers; lower layers: θ̂_i = θ_g)
     W_i ← clip(W_i − η · ∇_θ̂ L(θ̂_i; D_i^s) ⊙ (θ_g − θ_i), 0, 1)
@@ -17,7 +17,7 @@ Adaptations to verification (documented, not in the paper): the loss L is the cl
 (:func:`fedprint.training.trainer.embedding_loss`: Yan et al. 2025 Eq. 1 by default) over P x K batches of the sample
 (identities = connected components of the genuine training pairs), not cross-entropy; the start phase stops
 after ``max_passes`` passes at the latest (the reference code has no cap). Defaults follow the reference
-implementation (PFLlib ``utils/ALA.py``): η = 1, s = 80 %, the top 2 parameter tensors (the head's weight and
+implementation (PFLlib ``utils/ALA.py`` [2]_): η = 1, s = 80 %, the top 2 parameter tensors (the head's weight and
 bias), threshold 0.1 over 10 losses.
 
 References

@@ -1,6 +1,6 @@
 """FedAS's client side: parameter alignment to local prototypes and the Fisher information of the local model.
 
-FedAS (Zhang et al. 2024) keeps a personalised model per client (shared base + personal head) and adds two
+FedAS (Yang et al. 2024 [1]_) keeps a personalised model per client (shared base + personal head) and adds two
 steps to FedAvg:
 
 * **federated parameter alignment** (client, on receiving θ_g): the client computes, with its own previous
@@ -16,7 +16,7 @@ The personalised model (aligned base + own head, after local training) is what t
 Adaptations (documented): classes are fingers (connected components of the genuine training pairs); the
 Fisher estimate uses the client's training loss (:func:`fedprint.training.trainer.embedding_loss`) on P x K batches (the
 reference code uses the negative log-likelihood of a classifier, which a verifier does not have). Defaults follow PFLlib
-``clientas.py`` (one alignment epoch, SGD lr 0.01, batch 16).
+``clientas.py`` [2]_ (one alignment epoch, SGD lr 0.01, batch 16).
 
 References
 ----------

@@ -1,6 +1,6 @@
 """FedDBE's client side: a personal representation bias (PRBM) and mean regularisation (MR).
 
-FedDBE (Zhang et al. 2023) splits the model into a feature extractor ("base") and a head. Each client keeps a
+FedDBE (Zhang et al. 2023 [1]_) splits the model into a feature extractor ("base") and a head. Each client keeps a
 personal vector b̄_i, never shared, added to its representation before the head (PRBM, Eq. 5)::
 
     f_i(x) = head(base(x) + b̄_i)
@@ -11,7 +11,7 @@ once, before training, as the sample-weighted average of the clients' means (MR,
     L_i = L(f_i(x), y) + κ · mean( ½ (r̄_i − ḡ)² ),   r̄_i ← (1 − m) · r̄_i.detach() + m · mean_batch(base(x))
 
 The whole model (base and head) is averaged by the server as in FedAvg; b̄_i stays on the client and is part of
-its personalised model (what it evaluates). Defaults: momentum m = 0.1 (reference code); κ is the reference
+its personalised model (what it evaluates). Defaults: momentum m = 0.1 (reference code [2]_); κ is the reference
 code's ``kl_weight`` (default 0 there, per-dataset in the paper's scripts); FedPrint's default 0.1 is stated in
 ``[federation] dbe_kappa``.
 

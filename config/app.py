@@ -35,8 +35,10 @@ class ClientSettings:
 class ServerSettings:
     """What the ServerApp reads from the Flower run config; ``None`` = take it from the experiment.
 
-    Attributes (run-config key in brackets)
-    ----------------------------------------
+    Each attribute is listed with its run-config key in brackets.
+
+    Attributes
+    ----------
     experiment [experiment] : path, or name of a shipped experiment (``experiments/<name>.toml``)
     strategy [strategy] : one of ``server.server_app.STRATEGIES``
     rounds [num-server-rounds] : server rounds T (None: ``federation.rounds``)

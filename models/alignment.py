@@ -1,7 +1,7 @@
 """Learned alignment of a print before the encoder: a spatial transformer restricted to a rotation and a shift.
 
-DeepPrint (Engelsma et al. 2021, Sec. 3.2) puts a localisation network in front of its encoder that predicts a
-rotation and a translation of the input, applied with a differentiable sampler (Jaderberg et al. 2015), trained
+DeepPrint (Engelsma et al. 2021 [1]_, Sec. 3.2) puts a localisation network in front of its encoder that predicts a
+rotation and a translation of the input, applied with a differentiable sampler (Jaderberg et al. 2015 [2]_), trained
 by the identity loss alone; the encoder then sees prints in a pose of the network's own choosing. Here the same
 module, small enough for 2 CPU cores: it looks at a 64 x 64 thumbnail of the input, and its last layer starts at
 zero, so a freshly built aligner is the identity and a model pre-trained without one starts where it was.

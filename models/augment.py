@@ -5,7 +5,7 @@ Applied on the fly to each training batch (N, 1, S, S) of normalised inputs, eve
 * **placement**: rotation (uniform ±``rotation_deg``), translation (uniform ±``translation`` of S per axis) and
   a small scale change — a finger is never put down twice the same way;
 * **plastic distortion**: a smooth random displacement field (a coarse grid of Gaussian offsets, bicubically
-  upsampled; rms ``elastic`` of S), the skin stretching non-linearly under pressure (Cappelli et al. 2001);
+  upsampled; rms ``elastic`` of S), the skin stretching non-linearly under pressure (Cappelli et al. 2001 [1]_);
 * **contrast / dryness**: a random gain and offset, a random gamma-like bend of the ridge profile
   (dry prints: thin, faint ridges; wet prints: thick, dark ones) and additive sensor noise;
 * **partial contact**: with probability ``erase_p`` a random rectangle is blanked (a smudge or lifted part);

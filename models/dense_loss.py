@@ -1,6 +1,6 @@
 """A training loss on the dense match: teach the last feature map to match prints cell by cell.
 
-:mod:`fedprint.models.dense_match` scores two prints by the best mean cosine of their cell descriptors over shifts,
+:mod:`fedprint.models.dense_match` scores two prints [1]_ by the best mean cosine of their cell descriptors over shifts,
 using
 features trained for the pooled embedding only. This loss trains them for that use as well: in each P x K batch,
 every genuine pair and as many random impostor pairs get the dense score ``s`` of the module above (best shift,
@@ -8,7 +8,7 @@ the same skin mask and overlap rule), and with ``d = 1 − s``
 
     L_dense = ½ [ mean_genuine d²  +  mean_impostor max(0, m − d)² ],
 
-Eq. 1 of Yan et al. 2025 applied to the dense distance, the genuine and impostor terms averaged separately like
+Eq. 1 of Yan et al. 2025 [2]_ applied to the dense distance, the genuine and impostor terms averaged separately like
 :func:`fedprint.models.loss.batch_contrastive_loss`. The gradient reaches the descriptors through the best shift only,
 as
 a max-pooling would. ``[train] dense_weight`` adds it to the embedding's loss (default 0: off).

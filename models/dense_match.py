@@ -5,12 +5,12 @@ two impressions that overlap only in part (the common case on a real sensor) are
 each one shows, the non-overlapping skin included. Dense matching keeps the map: every cell of the last block
 (16 x 16 input pixels, about 1.6 mm at 250 dpi) has a unit-norm descriptor; two prints are compared at every
 relative shift of up to ``radius`` cells and the score is the best mean cosine similarity over the cells where
-both prints have skin (at least ``min_overlap`` of them):
+both prints have skin (at least ``min_overlap`` of them)::
 
     s(a, b) = max_{|dy|, |dx| <= r}  sum_{(i, j) in O} <u_a(i, j), u_b(i - dy, j - dx)> / |O|,
 
 O being the shifted cells on the print in both images. It is the correlation step of a classical image-based
-matcher (Maltoni et al. 2009, Sec. 4.7) run on learned local features instead of grey levels. Rotation is left to
+matcher (Maltoni et al. 2009 [1]_, Sec. 4.7) run on learned local features instead of grey levels. Rotation is left to
 the training augmentation by default; :func:`pair_dense_scores` can also search rotations of the second print.
 The network is the one trained for the embedding; nothing is retrained.
 

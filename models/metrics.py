@@ -117,7 +117,51 @@ def roc_auc(scores, labels, higher_is_genuine: bool = False) -> float:
 
 
 def eer(scores, labels, higher_is_genuine: bool = False) -> float:
-    """Equal error rate: FMR = FNMR on the ROC, interpolated linearly between adjacent operating points."""
+    """Equal error rate: FMR = FNMR on the ROC, interpolated linearly between adjacent operating points.
+
+    Parameters
+    ----------
+    scores : array_like, shape (N,)
+        Pair scores, finite; distances (lower = more alike) unless ``higher_is_genuine``.
+    labels : array_like, shape (N,)
+        1 genuine, 0 impostor. Both classes must be present.
+    higher_is_genuine : bool
+        False (default) for distances, True for similarity scores.
+
+    Returns
+    -------
+    float
+        The EER in [0, 1]: the error rate where the false match rate (impostor pairs accepted) equals the false
+        non-match rate (genuine pairs rejected), between the two ROC points that bracket it.
+
+    Raises
+    ------
+    ValueError
+        If the arrays are not 1-D of one length, a score is not finite, a label is not 0 / 1, or one class is
+        missing.
+
+    See Also
+    --------
+    fnmr_at_fmr : the error at a fixed false match rate (FMR100, FMR1000).
+    roc_curve : every operating point.
+
+    References
+    ----------
+    .. [1] D. Maio, D. Maltoni, R. Cappelli, J. L. Wayman, A. K. Jain, "FVC2002: Second Fingerprint Verification
+       Competition", ICPR 2002 (EER, FMR100 and FMR1000 as verification metrics).
+
+    Examples
+    --------
+    Four genuine and four impostor distances; one impostor (0.35) is closer than one genuine pair (0.40):
+
+    >>> import numpy as np
+    >>> d = np.array([0.10, 0.20, 0.30, 0.40, 0.35, 0.60, 0.70, 0.80])
+    >>> y = np.array([1, 1, 1, 1, 0, 0, 0, 0])
+    >>> eer(d, y)
+    0.25
+    >>> eer(1 - d, y, higher_is_genuine=True)  # the same pairs as similarities
+    0.25
+    """
     roc = roc_curve(scores, labels, higher_is_genuine)
     diff = roc.fnmr - roc.fmr  # non-increasing from 1 (accept nothing) to -1 (accept everything)
     i = int(np.argmax(diff <= 0))  # first point with FNMR <= FMR; exists because the last point has diff = -1
@@ -128,7 +172,45 @@ def eer(scores, labels, higher_is_genuine: bool = False) -> float:
 
 
 def fnmr_at_fmr(scores, labels, fmr: float = 0.01, higher_is_genuine: bool = False) -> float:
-    """Lowest FNMR over thresholds whose FMR <= ``fmr`` (0.01: FMR100, 0.001: FMR1000)."""
+    """Lowest FNMR over thresholds whose FMR <= ``fmr`` (0.01: FMR100, 0.001: FMR1000).
+
+    Parameters
+    ----------
+    scores : array_like, shape (N,)
+        Pair scores, finite; distances unless ``higher_is_genuine``.
+    labels : array_like, shape (N,)
+        1 genuine, 0 impostor. Both classes must be present.
+    fmr : float
+        Target false match rate in [0, 1]. A target below 1 / (number of impostor pairs) can only be met by
+        accepting no impostor at all: resolve FMR1000 with at least 1000 impostor pairs.
+    higher_is_genuine : bool
+        False (default) for distances, True for similarity scores.
+
+    Returns
+    -------
+    float
+        The false non-match rate in [0, 1] at the best threshold whose false match rate is at most ``fmr``
+        (the accept-nothing threshold always qualifies, with FNMR 1).
+
+    Raises
+    ------
+    ValueError
+        If ``fmr`` is outside [0, 1], or for the input errors of :func:`eer`.
+
+    See Also
+    --------
+    eer, threshold_at_fmr
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> d = np.array([0.10, 0.20, 0.30, 0.40, 0.35, 0.60, 0.70, 0.80])
+    >>> y = np.array([1, 1, 1, 1, 0, 0, 0, 0])
+    >>> fnmr_at_fmr(d, y, fmr=0.0)  # no impostor accepted: the genuine pair at 0.40 is rejected
+    0.25
+    >>> fnmr_at_fmr(d, y, fmr=0.25)  # one impostor in four may pass
+    0.0
+    """
     if not 0.0 <= fmr <= 1.0:
         raise ValueError(f"fnmr_at_fmr: fmr must lie in [0, 1], got {fmr}")
     roc = roc_curve(scores, labels, higher_is_genuine)

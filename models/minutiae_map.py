@@ -1,6 +1,6 @@
 """Minutiae-map multi-task training: a second head that predicts where the minutiae are, trained beside Eq. 1.
 
-DeepPrint (Engelsma et al. 2021, Sec. 3.3) shares its early layers between the embedding and a branch that
+DeepPrint (Engelsma et al. 2021 [1]_, Sec. 3.3) shares its early layers between the embedding and a branch that
 regresses a minutiae map; the branch is dropped after training, but it forces the shared features to encode the
 ridge topology a fingerprint examiner would use instead of whatever texture separates the training fingers.
 This module is FedPrint's version of that branch for :class:`fedprint.models.siamese.CompactEncoder`:

@@ -10,8 +10,7 @@ Contents (``FORMAT`` = ``"fedprint-model/1"``):
 * ``encoder``, ``embedding_dim``, ``encoder_kwargs`` — rebuilt with :func:`fedprint.models.siamese.build_encoder`;
 * ``state_dict`` — the weights;
 * ``input_pipeline`` — :func:`fedprint.models.preprocess.describe` of the :class:`~fedprint.models.preprocess.InputSpec`
-the model
-  was trained with (inputs must be prepared the same way);
+  the model was trained with (inputs must be prepared the same way);
 * ``threshold`` — the match decision (Eq. 2: match iff distance <= threshold), chosen on validation pairs
   (never on test pairs), with ``threshold_source`` saying which; None when no validation pairs were available;
   ``calibration`` (optional) — written by ``fedprint calibrate`` (:func:`recalibrated_bytes`): the data, protocol,
@@ -220,6 +219,22 @@ def with_input_size_bytes(path: str | Path, size: int) -> bytes:
 def load_model(path: str | Path) -> VerifierModel:
     """Read a model file; errors name the file and what was expected.
 
+    The file is read with ``torch.load(weights_only=True)``: plain values and tensors only, so opening a model
+    file never runs code from it (module docstring: what a model file holds).
+
+    Parameters
+    ----------
+    path : str or Path
+        A FedPrint model file (format ``"fedprint-model/1"``): written by ``fedprint train``, ``simulate``,
+        ``demo`` or a deployment run; :func:`pretrained_path` is the shipped one.
+
+    Returns
+    -------
+    VerifierModel
+        The encoder with its weights (in eval mode), the input pipeline it was trained with (``spec``), the
+        decision threshold (``threshold``, a distance, or None) and the file's other entries (``meta``:
+        provenance, calibration, score fusion, ``path``).
+
     Raises
     ------
     FileNotFoundError
@@ -227,6 +242,30 @@ def load_model(path: str | Path) -> VerifierModel:
     ValueError
         If it is not a FedPrint model file (corrupt, another format, missing keys, weights that do not fit, NaN or
         infinite weights, a threshold that is not a finite number).
+
+    See Also
+    --------
+    fedprint.recognition.matching.verify, fedprint.recognition.matching.evaluate : using the model.
+
+    Examples
+    --------
+    >>> model = load_model(pretrained_path())  # the shipped model, trained on synthetic prints only
+    >>> model.spec.size, model.meta["embedding_dim"]
+    (128, 128)
+    >>> model.threshold is not None and model.threshold > 0
+    True
+
+    Anything but a model file is refused with a message naming it:
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     junk = Path(tmp) / "junk.pt"
+    ...     _ = junk.write_bytes(b"not a model")
+    ...     load_model(junk)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: ...junk.pt: not a readable FedPrint model file (...)
     """
     path = Path(path)
     return _model_of(path, _read_payload(path))

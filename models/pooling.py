@@ -1,6 +1,6 @@
 """Generalised-mean (GeM) pooling of a feature map: a learned exponent between average and max pooling.
 
-``GeM_p(X)_c = (mean_{h,w} max(X_chw, eps)^p)^(1/p)`` per channel c (Radenović et al. 2019): p = 1 is
+``GeM_p(X)_c = (mean_{h,w} max(X_chw, eps)^p)^(1/p)`` per channel c (Radenović et al. 2019 [1]_): p = 1 is
 global average pooling, p -> inf max pooling. The exponent p is one learned scalar shared by all channels. A print
 is mostly background ridges; a larger p lets a few strongly responding cells (a core, a delta, a minutia cluster)
 weigh more than the global average gives them.

@@ -2,12 +2,12 @@
 (vectorised numpy / OpenCV).
 
 * :func:`ridge_period` — the dominant ridge period in pixels, from the radially averaged power spectrum of the
-  print's central region (ridges are a narrow-band texture: one ring in the spectrum).
+  print's central region (ridges are a narrow-band texture: one ring in the spectrum) [1]_.
 * :func:`segment_print` — the foreground mask: local grey-level standard deviation (:func:`local_std`) over about two
   ridge periods,
   Otsu-thresholded, cleaned by morphology, largest component kept.
 * :func:`orientation_field` — ridge orientation and coherence from the gradient structure tensor.
-* :func:`gabor_enhance` — an oriented Gabor filter bank, each pixel keeping the response of its own orientation
+* :func:`gabor_enhance` — an oriented Gabor filter bank [2]_, each pixel keeping the response of its own orientation
   (used by the minutiae extractor, :mod:`fedprint.data.minutiae`, and the ``"gabor"`` input normalisation,
   :mod:`fedprint.models.preprocess`).
 

@@ -5,7 +5,7 @@ entire data is replaced by anything else (replace-one). The released objects are
 θ_g^1 … θ_g^T (and everything computed from them).
 
 Cohort (public, fixed before any reply). Each round the server chooses its cohort — the nodes it sends the round
-to — from the connected nodes only (Flower's sampler; no client data is read), and fixes m = |cohort| and the cap
+to — from the connected nodes only (Flower's sampler; no client data is read), and fixes ``m = |cohort|`` and the cap
 c/m then. A member's reply can be rejected (an error, a time-out, NaN/Inf arrays, ``num-examples <= 0``, a
 missing gap — all of which can depend on its data): it then still counts, with a gap of 0 and a zero update, at
 the weight the rule gives it. So the number of clients m, who takes part, the cap and the shape of σ never depend

@@ -151,8 +151,46 @@ def quality_gate(records: Sequence[FingerprintRecord], min_quality: float = MIN_
 @torch.no_grad()
 def embed_images(model: VerifierModel, images: Sequence[np.ndarray], dpis: Sequence[float | None],
                  batch_size: int = 64) -> np.ndarray:
-    """Unit-norm embeddings (N, d) of uint8 grayscale images at resolutions ``dpis``, computed on
-    :func:`fedprint.models.device.current_device` (images are prepared on the CPU)."""
+    """Unit-norm embeddings of grayscale images, prepared the way ``model`` was trained.
+
+    Each image is cropped, resized to the model's input resolution and normalised by the model's own
+    :class:`~fedprint.models.preprocess.InputSpec` (on the CPU), then embedded on
+    :func:`fedprint.models.device.current_device`. No quality gate: see :func:`quality_gate`.
+
+    Parameters
+    ----------
+    model : VerifierModel
+        A loaded model (:func:`fedprint.models.model_file.load_model`).
+    images : sequence of ndarray, uint8, shape (H, W)
+        Grayscale prints, any sizes.
+    dpis : sequence of float or None
+        Resolution of each image in dots per inch (None: taken as the model's input resolution).
+    batch_size : int
+        Images per forward pass.
+
+    Returns
+    -------
+    ndarray, float64, shape (N, d)
+        One unit-norm row per image (d = the model's embedding size); shape (0, 0) for no images.
+
+    Raises
+    ------
+    ValueError
+        If the model produces NaN or infinite embeddings (a damaged model), or an image is not a 2-D uint8 array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fedprint.data.stripes import stripe_records
+    >>> from fedprint.models.model_file import load_model, pretrained_path
+    >>> model = load_model(pretrained_path())
+    >>> records = stripe_records(n_fingers=2, n_impressions=2, size=64)
+    >>> e = embed_images(model, [r.image for r in records], [250.0] * len(records))
+    >>> e.shape
+    (4, 128)
+    >>> np.allclose(np.linalg.norm(e, axis=1), 1.0)
+    True
+    """
     dev = current_device()
     model.encoder.eval()
     out = []
@@ -170,15 +208,77 @@ def embed_images(model: VerifierModel, images: Sequence[np.ndarray], dpis: Seque
 def verify(model: VerifierModel, a: np.ndarray, b: np.ndarray, *, dpi_a: float | None, dpi_b: float | None,
            threshold: float | None = None, min_quality: float = MIN_QUALITY,
            names: tuple[str, str] = ("A", "B"), score: str = "global") -> dict:
-    """Compare two images: qualities, distance, score, threshold used and the decision.
+    """Compare two images (1:1 verification): qualities, distance, score, threshold used and the decision.
 
-    ``score = "global"``: distance between embeddings, score ``1 - distance / 2``; ``"fused"`` / ``"minutiae"``:
-    score = the embedding fused with the dense match / the minutiae matcher by the model's calibration, "distance"
-    = −score, and the threshold (a distance, like ``threshold``) defaults to minus the model's threshold for that
-    score. Match iff distance <= threshold.
+    Both images pass the print-quality gate first; then, with ``score = "global"``, the distance is the Euclidean
+    distance between the two unit-norm embeddings and the score ``1 - distance / 2`` (Yan et al. 2025 Eq. 2 [1]_:
+    match iff distance <= threshold). With ``"fused"`` / ``"minutiae"`` the score is the embedding fused with the
+    dense match of the feature maps / with a classical minutiae matcher by the calibration the model file stores,
+    the "distance" is −score, and the threshold (a distance, like ``threshold``) defaults to minus the model's
+    threshold for that score.
 
-    Raises :class:`fedprint.recognition.quality.LowQualityError` (naming ``names``) when an image is below
-    ``min_quality``.
+    Parameters
+    ----------
+    model : VerifierModel
+        A loaded model (:func:`fedprint.models.model_file.load_model`).
+    a, b : ndarray, uint8, shape (H, W)
+        The two grayscale prints.
+    dpi_a, dpi_b : float or None
+        Their resolutions in dots per inch (None: taken as the model's input resolution).
+    threshold : float, optional
+        Decision threshold on the distance; default the one stored in the model file.
+    min_quality : float
+        Quality gate in [0, 1] (:func:`fedprint.recognition.quality.print_quality`); 0 turns it off.
+    names : tuple of str
+        How error messages name the two images.
+    score : {"global", "fused", "minutiae"}
+        Which score decides (see above).
+
+    Returns
+    -------
+    dict
+        ``distance``, ``score``, ``threshold`` (floats), ``match`` (bool: distance <= threshold), ``score_kind``
+        (``score``), ``quality_a`` / ``quality_b`` (the two print qualities).
+
+    Raises
+    ------
+    fedprint.recognition.quality.LowQualityError
+        If an image is below ``min_quality`` (the message names it by ``names``).
+    ValueError
+        If no threshold is given and the model file stores none, ``score`` is unknown, the model file lacks the
+        calibration a fused score needs, or the model produces non-finite embeddings.
+
+    See Also
+    --------
+    evaluate : metrics over a whole dataset.
+    identify : 1:N search in a gallery.
+
+    References
+    ----------
+    .. [1] Y. Yan, X. Xie, H. Ren, Y. Cao, H. Chang, "Privacy-Preserving Fingerprint Recognition via Federated
+       Adaptive Domain Generalization", Computers, Materials & Continua, 2025.
+
+    Examples
+    --------
+    Two impressions of one toy finger (stripes stand in for prints here), scored by the shipped model:
+
+    >>> from fedprint.data.stripes import stripe_records
+    >>> from fedprint.models.model_file import load_model, pretrained_path
+    >>> model = load_model(pretrained_path())
+    >>> first, second = stripe_records(n_fingers=1, n_impressions=2, size=64)
+    >>> result = verify(model, first.image, second.image, dpi_a=250.0, dpi_b=250.0)
+    >>> sorted(result)
+    ['distance', 'match', 'quality_a', 'quality_b', 'score', 'score_kind', 'threshold']
+    >>> result["threshold"] == model.threshold, result["match"] == (result["distance"] <= result["threshold"])
+    (True, True)
+
+    A blank image is refused, never scored:
+
+    >>> import numpy as np
+    >>> verify(model, np.full((64, 64), 255, np.uint8), second.image, dpi_a=250.0, dpi_b=250.0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    fedprint.recognition.quality.LowQualityError: no fingerprint found in A: quality 0.00 < 0.1; ...
     """
     t = decision_threshold(model, threshold, score)
     if t is None:
@@ -275,21 +375,86 @@ def evaluate(model: VerifierModel, records: Sequence[FingerprintRecord], protoco
              minutiae_cache=None) -> tuple[dict, np.ndarray, PairSet]:
     """Verification metrics of ``model`` on a dataset; returns (metrics, distances, pairs).
 
-    ``score``: ``"global"`` (default) compares embeddings; ``"fused"`` adds the dense match of the feature maps
-    (:func:`fused_distances`; the "distances" are then −fused score and the model's threshold is its fused one);
-    ``"minutiae"`` adds a classical minutiae matcher by the z-score sum the model stores
-    (:mod:`fedprint.recognition.minutiae_fusion`; its scores kept in the folder ``minutiae_cache`` if given), and the
-    metrics then also hold ``eer_cosine`` / ``eer_minutiae`` (and FNMR @ FMR 1 %) of each score alone.
-    ``max_impostors``: score every genuine pair and at most this many impostor pairs drawn with ``seed``
-    (:func:`capped_impostors`; default all).
+    The pairs come from an evaluation protocol (:func:`protocol_pairs`: the FVC protocol [1]_ by default), every
+    image passes the print-quality gate first, and the metrics are computed on the pair "distances" of ``score``.
 
-    ``eer``, ``roc_auc`` always; ``fnmr_at_fmr_1%`` / ``fnmr_at_fmr_0.1%`` only when there are at least 100 /
-    1000 impostor pairs (else None: an FMR of 0.1 % cannot be resolved with fewer); ``operating_points``: the
-    distance threshold at the EER point and at FMR 1 % / 0.1 % (same condition) with the FMR / FNMR each reaches
-    on these pairs; threshold-dependent metrics (accuracy, FMR, FNMR at the model's threshold or ``threshold``)
-    when a threshold is known. Images below ``min_quality`` raise, or with ``skip_bad`` are left out (counted in
-    ``skipped_low_quality``; ``pairs`` then index the records kept — run :func:`quality_gate` first when the
-    caller needs them).
+    Parameters
+    ----------
+    model : VerifierModel
+        A loaded model (:func:`fedprint.models.model_file.load_model`).
+    records : sequence of FingerprintRecord
+        The dataset (e.g. :func:`fedprint.data.datasets.load_dataset`); ``identity`` tells genuine pairs from
+        impostor pairs, ``dpi`` each image's resolution.
+    protocol : {"fvc", "all"}
+        ``"fvc"``: every genuine pair, and impostor pairs between the first impressions of every two fingers;
+        ``"all"``: every pair of images.
+    threshold : float, optional
+        Decision threshold for the threshold-dependent metrics; default the model's (none: those are left out).
+    min_quality : float
+        Quality gate in [0, 1]; 0 turns it off.
+    skip_bad : bool
+        False: the first image below the gate raises. True: such images are left out (counted in
+        ``skipped_low_quality``, each appended to ``report`` as ``(source, reason)``); ``pairs`` then index the
+        records kept — run :func:`quality_gate` first when the caller needs them.
+    report : list, optional
+        Receives the images left out by ``skip_bad``.
+    score : {"global", "fused", "minutiae"}
+        ``"global"`` compares embeddings; ``"fused"`` adds the dense match of the feature maps
+        (:func:`fused_distances`; the "distances" are then −fused score and the model's threshold is its fused
+        one); ``"minutiae"`` adds a classical minutiae matcher by the z-score sum the model stores
+        (:mod:`fedprint.recognition.minutiae_fusion`), and the metrics then also hold ``eer_cosine`` /
+        ``eer_minutiae`` (and FNMR @ FMR 1 %) of each score alone.
+    max_impostors : int, optional
+        Score every genuine pair and at most this many impostor pairs drawn with ``seed``
+        (:func:`capped_impostors`; default all).
+    seed : int
+        Seed of that draw.
+    minutiae_cache : path, optional
+        Folder that keeps the minutiae matcher's scores between runs (``score="minutiae"``).
+
+    Returns
+    -------
+    metrics : dict
+        ``eer``, ``roc_auc``, pair and image counts and the qualities always; ``fnmr_at_fmr_1%`` /
+        ``fnmr_at_fmr_0.1%`` only when there are at least 100 / 1000 impostor pairs (else None: an FMR of 0.1 %
+        cannot be resolved with fewer); ``operating_points``: the distance threshold at the EER point and at FMR
+        1 % / 0.1 % (same condition) with the FMR / FNMR each reaches on these pairs; ``threshold``,
+        ``accuracy``, ``fmr_at_threshold``, ``fnmr_at_threshold`` when a threshold is known.
+    distances : ndarray, float64, shape (P,)
+        The "distance" of every pair (lower = more alike).
+    pairs : PairSet
+        The pairs scored: indices into the records kept, and their labels (1 genuine, 0 impostor).
+
+    Raises
+    ------
+    fedprint.recognition.quality.LowQualityError
+        If an image is below ``min_quality`` and ``skip_bad`` is False.
+    ValueError
+        If the protocol gives no genuine or no impostor pair, or for the errors of :func:`verify`.
+
+    See Also
+    --------
+    verify, fedprint.models.metrics.eer, fedprint.models.metrics.fnmr_at_fmr
+
+    References
+    ----------
+    .. [1] D. Maio, D. Maltoni, R. Cappelli, J. L. Wayman, A. K. Jain, "FVC2002: Second Fingerprint Verification
+       Competition", ICPR 2002.
+
+    Examples
+    --------
+    Six toy fingers of four impressions each: the FVC protocol pairs every two impressions of a finger (6 x 6
+    genuine pairs) and the first impressions of every two fingers (15 impostor pairs).
+
+    >>> from fedprint.data.stripes import stripe_records
+    >>> from fedprint.models.model_file import load_model, pretrained_path
+    >>> model = load_model(pretrained_path())
+    >>> records = stripe_records(n_fingers=6, n_impressions=4, size=64)
+    >>> metrics, distances, pairs = evaluate(model, records, "fvc")
+    >>> metrics["n_genuine"], metrics["n_impostor"], distances.shape
+    (36, 15, (51,))
+    >>> 0.0 <= metrics["eer"] <= 1.0, metrics["fnmr_at_fmr_1%"]  # 15 impostor pairs cannot resolve FMR 1 %
+    (True, None)
     """
     t = decision_threshold(model, threshold, score)
     n_in = len(records)

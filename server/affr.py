@@ -34,7 +34,7 @@ from flwr.serverapp.strategy import FedAvg
 
 from fedprint.server.reply_checks import check_reply
 
-#: Gaps whose spread max_j |G_j − μ| is at most this are treated as equal. Gaps live in [−1, 1]; the mean of
+#: Gaps whose spread ``max_j |G_j − μ|`` is at most this are treated as equal. Gaps live in [−1, 1]; the mean of
 #: equal floats can differ from them by ~1e-17, and dividing by that spread would blow the update up.
 GAP_SPREAD_TOL = 1e-12
 
@@ -65,6 +65,16 @@ def step_size(t: int, T: int, d: float) -> float:
     -------
     float
         The step d_t >= 0.
+
+    Raises
+    ------
+    ValueError
+        If ``T`` < 1, ``t`` is outside [1, T], or ``d`` is negative or not finite.
+
+    Examples
+    --------
+    >>> step_size(1, 10, 0.8), round(step_size(10, 10, 0.8), 6)
+    (0.8, 0.08)
     """
     if not isinstance(T, int | np.integer) or T < 1:
         raise ValueError(f"T (total rounds) must be an integer >= 1, got {T!r}")
@@ -78,12 +88,12 @@ def step_size(t: int, T: int, d: float) -> float:
 def update_weights(alpha: Mapping[Any, float], gaps: Mapping[Any, float], step: float) -> dict[Any, float]:
     """One generalization-adjustment step of the aggregation weights (Eq. 7 as in FedDG-GA).
 
-    α_i ← clip(α_i + step · (G_i − μ) / max_j |G_j − μ|, 0, 1), then renormalised to Σ α = 1, where μ is the
-    mean gap over the nodes given. Gaps are first clipped to [−1, 1] so a single client cannot claim an absurd
+    ``α_i ← clip(α_i + step · (G_i − μ) / max_j |G_j − μ|, 0, 1)``, then renormalised to Σ α = 1, where μ is
+    the mean gap over the nodes given. Gaps are first clipped to [−1, 1] so a single client cannot claim an absurd
     gap (an accuracy difference cannot leave that range). NOTE: the paper's printed Eq. 7 also divides the
     previous weight by the max gap, a typesetting error; this is the FedDG-GA rule the paper cites.
 
-    When all gaps are equal (max_j |G_j − μ| <= `GAP_SPREAD_TOL`) or ``step == 0`` the weights are returned
+    When all gaps are equal (``max_j |G_j − μ| <=`` `GAP_SPREAD_TOL`) or ``step == 0`` the weights are returned
     unchanged (no division by zero, no NaN).
 
     Parameters
@@ -97,8 +107,42 @@ def update_weights(alpha: Mapping[Any, float], gaps: Mapping[Any, float], step: 
 
     Returns
     -------
-    dict[int, float]
+    dict
         New weights, same keys, each in [0, 1], summing to 1.
+
+    Raises
+    ------
+    ValueError
+        If ``alpha`` is empty, the two mappings have different keys, a weight is outside [0, 1] or the weights do
+        not sum to 1, a gap is not finite, or ``step`` is negative or not finite.
+
+    See Also
+    --------
+    step_size : the decaying step d_t of round t.
+    AFFR : the Flower strategy that applies this rule every round.
+
+    References
+    ----------
+    .. [1] Y. Yan, X. Xie, H. Ren, Y. Cao, H. Chang, "Privacy-Preserving Fingerprint Recognition via Federated
+       Adaptive Domain Generalization", Computers, Materials & Continua, 2025 (AFFR, Alg. 1, Eqs. 5–7).
+    .. [2] R. Zhang, Q. Xu, J. Yao, Y. Zhang, Q. Tian, Y. Wang, "Federated Domain Generalization with
+       Generalization Adjustment", CVPR 2023 (the weight update Eq. 7 cites).
+
+    Examples
+    --------
+    Three clients at uniform weights; the one with the largest gap (the global model generalises worst on its
+    data) gains weight:
+
+    >>> w = update_weights({"a": 1 / 3, "b": 1 / 3, "c": 1 / 3}, {"a": 0.2, "b": 0.0, "c": -0.1}, step=0.4)
+    >>> {k: round(v, 4) for k, v in w.items()}
+    {'a': 0.7333, 'b': 0.2533, 'c': 0.0133}
+    >>> round(sum(w.values()), 12)
+    1.0
+
+    Equal gaps (or a zero step) leave the weights as they are:
+
+    >>> update_weights({"a": 0.25, "b": 0.75}, {"a": 0.1, "b": 0.1}, step=0.4)
+    {'a': 0.25, 'b': 0.75}
     """
     if not alpha:
         raise ValueError("alpha must contain at least one node")
@@ -193,7 +237,7 @@ class AFFR(FedAvg):
     * First participation: a node has no previous local model θ_i^{t−1} then, so Eq. 5 is undefined; its
       gap is taken as 0 whatever it reports (logged). In round 1 every gap is 0: the weights stay 1/C.
     * Update: the stored weights of the nodes present this round (holding mass m of the total 1) are
-      renormalised to sum 1, updated with `update_weights` using d_t = `step_size`(t, num_rounds, step),
+      renormalised to sum 1, updated with `update_weights` using d_t = ``step_size(t, num_rounds, step)``,
       and the result is this round's aggregation weights. They are stored back scaled by m, so absent
       nodes keep their stored α unchanged for when they return and the stored weights keep summing to 1.
       (If m = 0 the present nodes start this round from uniform weights and their stored α stays 0.)

@@ -1,17 +1,19 @@
 """Server side of the personalised baselines of Yan et al. 2025 Table 4: FedALA, FedDBE, FedAS.
 
+The reference implementations are PFLlib's [4]_.
+
 All three are FedAvg on the server, plus what each paper adds there; the client side is in
 :mod:`fedprint.client.personalized`. Each strategy names its method in every train / evaluate config (``method``), so
 one
 ClientApp serves every method. Clients evaluate their *personalised* models; the global model these strategies
 hold is what ``model.pt`` exports (and what unseen-domain and real-sample evaluations score).
 
-* :class:`FedALA` — plain FedAvg (Zhang et al., AAAI 2023): adaptive local aggregation happens on the clients.
+* :class:`FedALA` — plain FedAvg (Zhang et al., AAAI 2023 [1]_): adaptive local aggregation happens on the clients.
 * :class:`FedDBE` — FedAvg whose round-1 replies carry each client's mean representation; their weighted mean
   (weights = training images, as the reference code) is the global mean ḡ sent with every later round
-  (Zhang et al., NeurIPS 2023). ḡ is fixed after round 1 and kept in the checkpoint.
+  (Zhang et al., NeurIPS 2023 [2]_). ḡ is fixed after round 1 and kept in the checkpoint.
 * :class:`FedAS` — client synchronisation: local models averaged with weights proportional to each client's
-  Fisher-information trace (``fim-trace``) instead of its number of examples (Yang et al., CVPR 2024).
+  Fisher-information trace (``fim-trace``) instead of its number of examples (Yang et al., CVPR 2024 [3]_).
 
 References
 ----------

@@ -11,7 +11,7 @@ After every round (Flower's ``evaluate_fn`` hook, called once the round's client
 writes atomically into its run directory:
 
 * ``checkpoint/`` — global arrays + strategy state (AFFR ``state_dict``) + the round log
-(:mod:`fedprint.server.checkpoint`);
+  (:mod:`fedprint.server.checkpoint`);
 * ``clients.csv`` — one row per (round, node): gap, α_i, val accuracies, loss, test metrics, status;
 * ``rounds.csv`` / ``rounds.json`` — one row per round: mean test accuracy / EER, replies, timings;
 * ``final.json`` (at the end) — the final global model's per-client test metrics and failed / dropped nodes.

@@ -17,16 +17,18 @@ listings spend ε twice.
 pixel;
 the paper's Def. 1 uses one pixel *column* — under that relation the same release is (m·ε)-DP by group privacy):
 
-* Orthonormal DFT (``norm="ortho"``), low-frequency block B_k = {(u, v): |u| < k, |v| < k} in centred frequency
-  (k ≤ K = min(⌈m/2⌉, ⌈n/2⌉)), so B_k has N = (2k−1)² coefficients (BEMK: rows |u| < k, columns 0 ≤ v < k of the
+* Orthonormal DFT (``norm="ortho"``), low-frequency block ``B_k = {(u, v): |u| < k, |v| < k}`` in centred frequency
+  (k ≤ K = min(⌈m/2⌉, ⌈n/2⌉)), so B_k has N = (2k−1)² coefficients (BEMK: rows ``|u| < k``, columns ``0 ≤ v < k`` of the
   ``rfft2`` half spectrum, N = (2k−1)·k).
-* Sensitivity. A one-pixel change δ (|δ| ≤ 255) at (x, y) changes every orthonormal coefficient by
-  δ·e^{−iφ(u,v)}/√(mn), so the real and imaginary parts together move by |δ|(|cos φ| + |sin φ|)/√(mn) ≤ √2·255/√(mn).
+* Sensitivity. A one-pixel change δ (``|δ| ≤ 255``) at (x, y) changes every orthonormal coefficient by
+  δ·e^{−iφ(u,v)}/√(mn), so the real and imaginary parts together move by
+  ``|δ|(|cos φ| + |sin φ|)/√(mn) ≤ √2·255/√(mn)``.
+
   Summed over the released block: **Δ1 = √2 · N · 255 / √(mn)** (L1 over all 2N real numbers). The Laplace mechanism
   with Lap(Δ1/ε2) on each of them is ε2-DP; zero-fill, inverse DFT, real part, rounding and clipping are
   post-processing.
 * EMK/BEMK score. RE(W, k) = ‖W − P_k W‖_F, where P_k is the orthogonal projection onto the (conjugate-symmetric)
-  block B_k (Parseval). |RE(W, k) − RE(W', k)| ≤ ‖P_k^⊥(W − W')‖_F ≤ ‖W − W'‖_F ≤ 255. The noise error
+  block B_k (Parseval). ``|RE(W, k) − RE(W', k)| ≤ ‖P_k^⊥(W − W')‖_F ≤ ‖W − W'‖_F ≤ 255``. The noise error
   LE(k) = √E‖noise in the image‖² depends only on (shape, k, ε2): FIP LE = b·√(2N), BEMK LE = b·√(2(2k−1)(4k−3))
   with b = Δ1(k)/ε2. So u(W, k) = −(RE + LE) has sensitivity 255 and the exponential mechanism with ε1 is ε1-DP.
 * Composition: sequential, ε = ε1 (choice of k) + ε2 (Laplace), ε1 = ``select_fraction``·ε (default 0.1); both are
@@ -49,7 +51,7 @@ _PAPER_CAVEAT = (
 
 # ----------------------------------------------------------------------------------------------------------- sound
 def max_k(shape: tuple[int, int]) -> int:
-    """Largest k with a non-overlapping centred block |u|, |v| < k: K = min(⌈m/2⌉, ⌈n/2⌉)."""
+    """Largest k with a non-overlapping centred block ``|u|, |v| < k``: K = min(⌈m/2⌉, ⌈n/2⌉)."""
     return min((shape[0] + 1) // 2, (shape[1] + 1) // 2)
 
 
@@ -79,7 +81,7 @@ def sound_noise_error(shape: tuple[int, int], k: int | np.ndarray, epsilon2: flo
 
 
 def reconstruction_errors(image: np.ndarray) -> np.ndarray:
-    """RE(k) = ‖W − P_k W‖_F for k = 1..K (centred block |u|, |v| < k; orthonormal DFT, Parseval)."""
+    """RE(k) = ‖W − P_k W‖_F for k = 1..K (centred block ``|u|, |v| < k``; orthonormal DFT, Parseval)."""
     m, n = image.shape
     energy = np.abs(np.fft.fft2(image.astype(np.float64), norm="ortho")) ** 2
     ring = np.maximum(_freq_abs(m)[:, None], _freq_abs(n)[None, :])  # block B_k = {ring < k}
@@ -203,7 +205,7 @@ def publish_fip(image: np.ndarray, minutiae: np.ndarray | None, epsilon: float, 
     rng : numpy.random.Generator
     variant : {"sound", "paper"}
     k : int, optional
-        Block size. Sound: the centred block |u|, |v| < k, 1 <= k <= min(⌈H/2⌉, ⌈W/2⌉); paper: the literal top-left
+        Block size. Sound: the centred block ``|u|, |v| < k``, 1 <= k <= min(⌈H/2⌉, ⌈W/2⌉); paper: the literal top-left
         k×k corner, 1 <= k <= min(H, W). Default: min(H, W) // 32 clipped to the sound range (depends on the
         public shape only).
     """

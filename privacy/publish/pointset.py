@@ -11,23 +11,24 @@ A3. Release the group sums with noise. Everything is done on the integer grid: p
     h_i ∈ [0, L), L = 2^(d·order), the group sums of the sorted h are integers, and group i gets exact discrete
     Laplace noise (:func:`fedprint.privacy.publish.primitives.discrete_laplace`, Canonne, Kamath & Steinke 2020) of
     scale
-    L/ε cells (*sound*: Lap(1/ε) on the sum of t-values) or L·|h_i|/(kε) cells (*paper*: the thesis's
-    Lap(1/(kε)) on every mean). The means are the noisy sums divided by L·|h_i| (public).
+    L/ε cells (*sound*: Lap(1/ε) on the sum of t-values) or ``L·|h_i|/(kε)`` cells (*paper*: the thesis's
+    Lap(1/(kε)) on every mean). The means are the noisy sums divided by ``L·|h_i|`` (public).
 B1. Post-process: weighted isotonic regression (PAVA, weights = group sizes) of the noisy means, clip to [0, 1],
     upsample each value to its group's size.
-B2. Map back through the inverse Hilbert curve to cell centres, and to pixel / radian units.
+B2. Map back through the inverse Hilbert curve to cell centres,
+    and to pixel / radian units.
 
 Proof (Thm 1 and Cor. 2 of the thesis; they hold as stated for this neighbouring relation). Neighbours: two
 minutiae sets of the same public size n that differ in one minutia, replaced by any other point of the domain.
 Each minutia is mapped to the grid independently, so the two multisets of Hilbert indices differ in one element,
 h_i → A. Sorting then shifts the elements between the old and new rank by one position each, and for *any*
 partition H of the ranks the vector of integer group sums changes monotonically (all in the same direction)
-with ‖ΔS_H‖₁ = |A − h_i| ≤ L − 1 (Cor. 2; the argument only uses the order). The discrete Laplace law of scale
-b ≥ L/ε has Pr[y]/Pr[y + Δ] ≤ e^{|Δ|/b} at every integer y, so the noisy sums are ε-DP with δ = 0 — exactly:
+with ``‖ΔS_H‖₁ = |A − h_i| ≤ L − 1`` (Cor. 2; the argument only uses the order). The discrete Laplace law of scale
+b ≥ L/ε has Pr[y]/Pr[y + Δ] ≤ ``e^{|Δ|/b}`` at every integer y, so the noisy sums are ε-DP with δ = 0 — exactly:
 the sampler uses integer arithmetic on uniform random integers only, so no output is unreachable from a
 neighbour (numpy's float Laplace never exceeds 36.04 scales, which made an earlier snapped version only
-(ε, ~1e−16)-DP). Division by the public L·|h_i|, PAVA, upsampling and the inverse map are post-processing.
-The paper variant's noise is at least that for every group (|h_i| ≥ k), so it is ε-DP too: the thesis's
+(ε, ~1e−16)-DP). Division by the public ``L·|h_i|``, PAVA, upsampling and the inverse map are post-processing.
+The paper variant's noise is at least that for every group (``|h_i| ≥ k``), so it is ε-DP too: the thesis's
 privacy claim holds, and the two variants differ only in the *choice of k* (thesis Table 4.1 vs. simulation,
 :func:`choose_k`) and in using the exact per-group scale when k does not divide n. The thesis's Table 4.1 k is
 too small (e.g. n = 10,000, ε = 1: k = 51, whereas simulation finds k ≈ 160–200 with lower error) and it has no
@@ -195,7 +196,7 @@ def group_sizes(n: int, k: int) -> np.ndarray:
 
 
 def sum_noise_scales(sizes: np.ndarray, k: int, epsilon: float | Fraction, variant: str) -> list[Fraction]:
-    """Exact Laplace scale of each group's *sum* of t-values: 1/ε (sound) or |h_i|/(kε) (paper: Lap(1/(kε)) on the
+    """Exact Laplace scale of each group's *sum* of t-values: 1/ε (sound) or ``|h_i|/(kε)`` (paper: Lap(1/(kε)) on the
     mean, thesis step A3). Multiply by the grid's ``levels`` for the scale in grid cells."""
     eps = Fraction(epsilon)
     return [1 / eps if variant == "sound" else Fraction(int(size), k) / eps for size in sizes]
@@ -372,7 +373,7 @@ def publish_pointset(
         Source of the Laplace noise.
     variant : {"sound", "paper"}
         ``paper``: k from thesis Table 4.1, Lap(1/(kε)) on every mean; ``sound``: k by :func:`choose_k`,
-        Lap(1/(|h_i|ε)). Both are ε-DP (the thesis's theorem holds).
+        ``Lap(1/(|h_i|ε))``. Both are ε-DP (the thesis's theorem holds).
     k : int, optional
         Group size (1..n); overrides the variant's choice.
     order : int, default 10

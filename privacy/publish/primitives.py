@@ -85,7 +85,7 @@ def discrete_laplace(rng: np.random.Generator, scale: Fraction | int | float) ->
 
     Exact: every step is integer arithmetic on uniform integers drawn from ``rng``'s random bytes, so the output
     law is the discrete Laplace law itself — unbounded support, no rounding and no floating-point artefacts
-    (contrast ``rng.laplace``, a 53-bit float transform whose |noise| never exceeds 36.04·scale, and Mironov's
+    (contrast ``rng.laplace``, a 53-bit float transform whose ``|noise|`` never exceeds 36.04·scale, and Mironov's
     snapping, which is then only (ε, δ)-DP with δ > 0). Added to an integer query of L1 sensitivity Δ with
     scale >= Δ/ε, it is ε-DP with δ = 0 (the ratio of the two laws at any output is at most e^{Σ|Δ_i|/scale}).
 

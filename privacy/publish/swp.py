@@ -1,6 +1,6 @@
 """Sliding-window publication SWP, the SAS sort and sort-SWP, optional mean/median filter (Liu et al. 2021).
 
-The image is flattened row-major to a stream and cut into k = ⌈HW/|W|⌉ disjoint windows (the last one may be
+The image is flattened row-major to a stream and cut into ``k = ⌈HW/|W|⌉`` disjoint windows (the last one may be
 shorter). A window is published with Laplace noise unless it is similar to the last published window, in which case
 that one is repeated (Algorithm 1). Sort-SWP first orders the windows by similarity to the first published window
 (SAS, Algorithm 2), runs SWP on that order and un-permutes (Algorithm 3).
@@ -232,7 +232,7 @@ def publish_swp(image: np.ndarray, minutiae: np.ndarray | None, epsilon: float, 
     rng : numpy.random.Generator
     variant : {"sound", "paper"}
     window_size : int
-        |W|, values per window, 1 <= |W| <= H·W (default 56, Liu et al. 2021's ORL setting).
+        ``|W|``, values per window, ``1 <= |W| <= H·W`` (default 56, Liu et al. 2021's ORL setting).
     threshold : float, optional
         θ'. Paper: on the EM similarity θ (default 10, the paper's example). Sound: on the RMS gray-level difference
         q (default 60).
@@ -276,15 +276,20 @@ def publish_sort_swp(image: np.ndarray, minutiae: np.ndarray | None, epsilon: fl
                      post_filter: str | None = None, filter_size: int = 3) -> Publication:
     """Sort-SWP: SAS ordering of the windows, SWP on that order, un-permute (Liu et al. 2021 Algorithms 2–3).
 
-    Parameters as :func:`publish_swp`, plus
+    The last window is kept in place when it is shorter than ``window_size``.
+
+    Parameters
+    ----------
+    image, minutiae, epsilon, rng, variant, window_size, threshold, test_fraction, post_filter, filter_size
+        As :func:`publish_swp`.
     sort_fraction : float
         Paper: ε1 = sort_fraction·ε for the exponential ordering, ε3 = (ε − ε1)·k/(k+1), ε2 = ε3/k. Sound: ε_sort =
         sort_fraction·ε for the noisy similarity scores, ε_test = test_fraction·ε, ε_pub = the rest.
-    anneal : bool; t0, gamma, t_min : float
-        Simulated-annealing refinement (Eq. 27): initial temperature, cooling factor in (0, 1), stop temperature.
-        Sound: it sees only the noisy scores (post-processing).
-
-    The last window is kept in place when it is shorter than ``window_size``.
+    anneal : bool
+        Simulated-annealing refinement (Eq. 27) of the ordering. Sound: it sees only the noisy scores
+        (post-processing).
+    t0, gamma, t_min : float
+        The annealing's initial temperature, cooling factor in (0, 1) and stop temperature.
     """
     stream, epsilon = _check_options(image, epsilon, variant, window_size, post_filter, filter_size)
     wins = _windows(stream.size, window_size)

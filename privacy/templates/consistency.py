@@ -1,9 +1,10 @@
 """The asymmetric setting of Fang's thesis Ch. 6: several enrolment impressions -> elements with weights.
 
-The impressions after the first are registered to the first (:mod:`.alignment`); minutiae of all impressions
-are clustered greedily (a minutia joins the nearest cluster within ``tol_px`` pixels and ``tol_angle`` radians,
-at most one minutia per impression per cluster). A cluster's *weight* is the number of impressions it was seen
-in — its consistency, the auxiliary information ``v`` of Sec. 6.3 — and its position the mean of its members.
+The impressions after the first are registered to the first (:mod:`~fedprint.privacy.templates.alignment`);
+minutiae of all impressions are clustered greedily (a minutia joins the nearest cluster within ``tol_px`` pixels
+and ``tol_angle`` radians, at most one minutia per impression per cluster). A cluster's *weight* is the number of
+impressions it was seen in — its consistency, the auxiliary information ``v`` of Sec. 6.3 — and its position the
+mean of its members.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
   keeps the printed form for comparison.
 * :func:`vault_bruteforce_bits` — work of the attack that interpolates random (k+1)-subsets of the vault's points
   until one lies on F: log2(C(N, k+1) / C(g, k+1)) expected trials, N points of which g on F.
-* :func:`code_offset_loss` — the Reed–Solomon code offset reveals at most its redundancy, (d - K) log2 |F|.
+* :func:`code_offset_loss` — the Reed–Solomon code offset reveals at most its redundancy, ``(d - K) log2 |F|``.
 * :func:`mixing_gain` — Theorem 7: mixing a key k into a deterministic, length-preserving sketch raises the
   residual-entropy bound of the biometric by at most H_inf(k) (e.g. a uniformly chosen 4-digit PIN: 13.3 bits).
 """

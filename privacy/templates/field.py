@@ -1,4 +1,4 @@
-"""Finite-field arithmetic for the fuzzy vault: GF(2^m) through the ``galois`` package.
+"""Finite-field arithmetic for the fuzzy vault: GF(2^m) through the ``galois`` package [1]_.
 
 The vault needs a real field (the thesis writes Z_{pq}, which is not a field for composite pq; see
 ``shared/notes/seeds-spec.md``). We use GF(2^16) for the plain vault (one 16-bit minutia code per element, as

@@ -1,5 +1,6 @@
-"""Fuzzy vault for minutiae (Juels & Sudan 2006; fingerprint realisation of Nandakumar, Jain & Pankanti 2007),
-with the weighted (asymmetric-setting) variant of Fang's thesis Sec. 6.3.
+"""Fuzzy vault for minutiae (Juels & Sudan 2006 [1]_; fingerprint realisation of Nandakumar, Jain & Pankanti 2007
+[2]_),
+with the weighted (asymmetric-setting) variant of Fang's thesis Sec. 6.3 [3]_.
 
 Locking (:func:`lock`). A secret polynomial F of degree k over GF(2^m) is drawn from OS entropy. Each vault
 *element* is a 16-bit minutia code c (see :mod:`.quantise`) carrying ``slots`` = q points with abscissae
@@ -152,8 +153,41 @@ def lock(genuine: np.ndarray, *, degree: int, n_chaff: int, weights: np.ndarray 
     Returns
     -------
     vault : Vault
+        The public template: genuine and chaff points mixed, sorted by abscissa, with a salt and the salted
+        digest of the polynomial.
     coef : int array, shape (k+1,)
         The secret coefficients (return value only: the caller may use them as a key; never stored).
+
+    Raises
+    ------
+    ValueError
+        If the genuine codes are not distinct codes in [1, 2^16), ``degree`` < 1, the weights do not fit
+        ``slots``, there are fewer than k + 1 points on the polynomial, or the frame cannot hold the chaff.
+
+    See Also
+    --------
+    unlock
+    fedprint.privacy.templates.vault_template : enrolment and verification of a finger end to end.
+
+    References
+    ----------
+    .. [1] A. Juels, M. Sudan, "A fuzzy vault scheme", Designs, Codes and Cryptography 38, 2006.
+    .. [2] K. Nandakumar, A. K. Jain, S. Pankanti, "Fingerprint-based fuzzy vault: implementation and
+       performance", IEEE TIFS 2(4), 2007.
+
+    Examples
+    --------
+    Lock a degree-6 polynomial with twelve minutiae (codes of aligned minutiae, :mod:`.quantise`) among 100
+    chaff elements; a seeded ``rng`` only makes the example reproducible (enrolment uses OS entropy):
+
+    >>> import numpy as np
+    >>> from fedprint.privacy.templates.quantise import minutia_codes
+    >>> rng = np.random.default_rng(0)
+    >>> minutiae = np.column_stack([rng.uniform(40, 470, 12), rng.uniform(40, 470, 12), rng.uniform(0, 6.28, 12)])
+    >>> genuine = minutia_codes(minutiae)
+    >>> vault, secret = lock(genuine, degree=6, n_chaff=100, rng=np.random.default_rng(1))
+    >>> vault.n_points, len(secret)
+    (112, 7)
     """
     rng = _os_rng(rng)
     genuine = np.asarray(genuine, dtype=np.int64)
@@ -205,6 +239,35 @@ def unlock(vault: Vault, matched_codes: np.ndarray, *, max_trials: int = MAX_TRI
         The secret coefficients, or None when no tried subset reproduces the digest.
     trials : int
         Interpolations performed.
+
+    See Also
+    --------
+    lock
+
+    References
+    ----------
+    .. [1] K. Nandakumar, A. K. Jain, S. Pankanti, "Fingerprint-based fuzzy vault: implementation and
+       performance", IEEE TIFS 2(4), 2007 (decoding by subsets of k + 1 candidate points).
+
+    Examples
+    --------
+    With the vault of :func:`lock`'s example: a query that matches nine genuine elements (at least k + 1 = 7)
+    recovers the secret, one that matches six does not, and chaff matches do not help.
+
+    >>> import numpy as np
+    >>> from fedprint.privacy.templates.quantise import minutia_codes
+    >>> rng = np.random.default_rng(0)
+    >>> minutiae = np.column_stack([rng.uniform(40, 470, 12), rng.uniform(40, 470, 12), rng.uniform(0, 6.28, 12)])
+    >>> genuine = minutia_codes(minutiae)
+    >>> vault, secret = lock(genuine, degree=6, n_chaff=100, rng=np.random.default_rng(1))
+    >>> coef, trials = unlock(vault, genuine[:9])
+    >>> np.array_equal(coef, secret)
+    True
+    >>> unlock(vault, genuine[:6])  # too few points on the polynomial: nothing to try
+    (None, 0)
+    >>> chaff = np.setdiff1d(vault.codes, genuine)
+    >>> unlock(vault, np.r_[genuine[:3], chaff[:10]])[0] is None
+    True
     """
     rng = np.random.default_rng(0) if rng is None else rng
     k1 = vault.degree + 1

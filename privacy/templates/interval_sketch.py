@@ -4,7 +4,7 @@ Enrolment gives, per coordinate, an integer centre b in [0, n) and a tolerance v
 impressions). ``Enc2`` partitions the line into intervals: (b - v, b + v) and, outwards from it, intervals of
 random even lengths 2r, r uniform in [1, q], until [0, n) is covered; the sketch is the first boundary g_1 and the
 successive lengths. ``Dec2`` on a probe value d' returns the centre and half-length of the interval containing d':
-(b, v) exactly when |d' - b| < v. Because the genuine interval is one of many random-length intervals, v is not
+(b, v) exactly when ``|d' - b| < v``. Because the genuine interval is one of many random-length intervals, v is not
 revealed (scheme s1, equal intervals of length 2v - 1, would reveal it).
 
 Entropy loss (Lemma 5): at most 1 + 2 log2 q bits per coordinate (see :func:`.entropy.interval_sketch_loss`).
@@ -31,7 +31,7 @@ def encode(b: int, v: int, n: int, q: int, rng: np.random.Generator | None = Non
 
 
 def decode(d: int, sketch: np.ndarray) -> tuple[int, int]:
-    """(centre, half-length) of the sketch interval holding d (``Dec2``); the enrolled (b, v) iff |d - b| < v.
+    """(centre, half-length) of the sketch interval holding d (``Dec2``); the enrolled (b, v) iff ``|d - b| < v``.
 
     A probe value on a boundary is taken into the interval to its right (the thesis: first i with g_i > d').
     """

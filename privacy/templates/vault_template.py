@@ -1,10 +1,10 @@
 """Enrol and verify a finger with the fuzzy vault, end to end (the API behind ``fedprint enroll / verify``).
 
-Enrolment: helper field of the first impression (:mod:`.alignment`); clusters of minutiae over all impressions
-with their consistency weights (:mod:`.consistency`); the ``max_genuine`` most consistent clusters become the
-genuine elements — each one point on the polynomial (``weighted=False``, Nandakumar et al. 2007) or as many of
-``q`` = number of impressions slots as its weight (``weighted=True``, Fang Sec. 6.3); optional PIN hardening
-(:mod:`.password`); chaff in the print's foreground cells; :func:`.fuzzy_vault.lock`.
+Enrolment: helper field of the first impression (:mod:`~fedprint.privacy.templates.alignment`); clusters of
+minutiae over all impressions with their consistency weights (:mod:`.consistency`); the ``max_genuine`` most
+consistent clusters become the genuine elements — each one point on the polynomial (``weighted=False``,
+Nandakumar et al. 2007) or as many of ``q`` = number of impressions slots as its weight (``weighted=True``, Fang
+Sec. 6.3); optional PIN hardening (:mod:`.password`); chaff in the print's foreground cells; :func:`.fuzzy_vault.lock`.
 
 Verification: register the probe's helper field against the stored one, refine the translation on the vault
 points (not possible under a PIN: the points are scrambled), map the probe minutiae (then the PIN transform),
