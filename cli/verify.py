@@ -1,5 +1,5 @@
 """``fedprint verify / evaluate / identify / calibrate``: use a trained model (default: the shipped synthetic-only
-model).
+model)::
 
     fedprint verify A.png B.png [--model M] [--threshold T] [--dpi D] [--min-quality Q] [--json]
                                                                      exit 0 match, 1 no match, 2 error
