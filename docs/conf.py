@@ -5,23 +5,25 @@ research notes (``studies.md`` lists ``studies/*.md``). The API reference (``api
 this file writes ``api/index.rst`` from :data:`fedprint.SUBPACKAGES` (the subpackages are root folders found by an
 import hook, which ``pkgutil`` cannot walk from ``fedprint``), and ``sphinx.ext.autosummary`` (recursive) writes
 one page per public module under ``api/generated/``; neither is committed (``.gitignore``), so a new module or
-subpackage needs no edit here. Docstrings are numpydoc. ``tests/test_docs.py`` builds the site with warnings as errors.
+subpackage needs no edit here, and the page of a module that is gone is removed. Docstrings are numpydoc.
+``tests/test_docs.py`` builds the site with warnings as errors.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import fedprint
 
 project = "FedPrint"
 author = "FedPrint contributors"
-copyright = "FedPrint contributors"  # noqa: A001 (Sphinx's name)
+copyright = "FedPrint contributors"
 try:
     from importlib.metadata import version as _version
 
     release = _version("fedprint")
-except Exception:  # noqa: BLE001 (a bare source tree: no metadata)
+except ImportError:  # a bare source tree: no metadata
     release = "0.1.0"
 version = release
 
@@ -51,15 +53,12 @@ autosummary_ignore_module_all = True
 autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"  # numpydoc's Parameters / Returns carry the types
-autodoc_mock_imports: list[str] = []
 numpydoc_show_class_members = False  # members are documented by autodoc on the module's page
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
-numpydoc_validation_checks: set[str] = set()
 
 html_theme = "alabaster"
 html_title = f"FedPrint {release}"
-html_static_path: list[str] = []
 
 # -- the API index, from fedprint.SUBPACKAGES ------------------------------------------------------------------
 _API_INDEX = Path(__file__).resolve().parent / "api" / "index.rst"
@@ -96,4 +95,17 @@ def _write_api_index() -> None:
         _API_INDEX.write_text(text, encoding="utf-8")
 
 
+def _remove_stale_pages() -> None:
+    """Delete generated pages of modules that no longer exist (they would warn: not in any toctree)."""
+    for page in (_API_INDEX.parent / "generated").glob("fedprint.*.rst"):
+        name = page.stem
+        try:
+            gone = any(part.startswith("_") for part in name.split(".")) or importlib.util.find_spec(name) is None
+        except ImportError:  # a parent package is gone too
+            gone = True
+        if gone:
+            page.unlink(missing_ok=True)
+
+
 _write_api_index()
+_remove_stale_pages()

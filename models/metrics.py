@@ -132,7 +132,8 @@ def eer(scores, labels, higher_is_genuine: bool = False) -> float:
     -------
     float
         The EER in [0, 1]: the error rate where the false match rate (impostor pairs accepted) equals the false
-        non-match rate (genuine pairs rejected), between the two ROC points that bracket it.
+        non-match rate (genuine pairs rejected), between the two ROC points that bracket it (the FVC
+        competitions' headline figure [1]_).
 
     Raises
     ------

@@ -222,7 +222,7 @@ def fpdfsn(
     *,
     extractor: Callable[..., np.ndarray] | None = None,
 ) -> FPDFSNResult:
-    """Apply FP-DFSN (Yan et al. 2025, Eqs. 8–10) to one gray fingerprint image.
+    """Apply FP-DFSN (Yan et al. 2025 [1]_, Eqs. 8–10) to one gray fingerprint image.
 
     FP-DFSN is a perturbation, NOT differential privacy: I_diff = (1 − β)·I − β·noise·mask, so knowing β
     recovers I exactly outside the minutia neighbourhoods (and inside up to the noise); see the module

@@ -86,7 +86,7 @@ def step_size(t: int, T: int, d: float) -> float:
 
 
 def update_weights(alpha: Mapping[Any, float], gaps: Mapping[Any, float], step: float) -> dict[Any, float]:
-    """One generalization-adjustment step of the aggregation weights (Eq. 7 as in FedDG-GA).
+    """One generalization-adjustment step of the aggregation weights (Eq. 7 [1]_ as in FedDG-GA [2]_).
 
     ``α_i ← clip(α_i + step · (G_i − μ) / max_j |G_j − μ|, 0, 1)``, then renormalised to Σ α = 1, where μ is
     the mean gap over the nodes given. Gaps are first clipped to [−1, 1] so a single client cannot claim an absurd

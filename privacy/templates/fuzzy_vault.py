@@ -131,7 +131,7 @@ def chaff_codes(genuine: np.ndarray, n_chaff: int, *, min_distance: float = 2.5 
 
 def lock(genuine: np.ndarray, *, degree: int, n_chaff: int, weights: np.ndarray | None = None, slots: int = 1,
          rng: np.random.Generator | None = None, allowed: np.ndarray | None = None) -> tuple[Vault, np.ndarray]:
-    """Lock a secret polynomial with genuine element codes.
+    """Lock a secret polynomial with genuine element codes (the fuzzy vault [1]_ for minutiae [2]_).
 
     Parameters
     ----------
@@ -221,7 +221,7 @@ def lock(genuine: np.ndarray, *, degree: int, n_chaff: int, weights: np.ndarray 
 
 def unlock(vault: Vault, matched_codes: np.ndarray, *, max_trials: int = MAX_TRIALS,
            rng: np.random.Generator | None = None) -> tuple[np.ndarray | None, int]:
-    """Try to recover the secret polynomial from the vault elements a query matched.
+    """Try to recover the secret polynomial from the vault elements a query matched (subset decoding [1]_).
 
     Parameters
     ----------
