@@ -55,17 +55,26 @@ def default_backend() -> str:
     return "nbis" if available("nbis") else "crossing"
 
 
+def resolve_choice(name: str | None, modules: dict[str, str | None], default: Callable[[], str], option: str,
+                   what: str) -> str:
+    """``name`` among ``modules`` (choice -> the package it needs, None for none); ``"auto"`` / None:
+    ``default()``. One line naming ``option`` if ``name`` is unknown or its package is not installed (shared by
+    :func:`resolve_backend` and :func:`fedprint.data.minutiae_matchers.resolve_matcher`)."""
+    if name in (None, "", "auto"):
+        return default()
+    if name not in modules:
+        raise ValueError(f"{option}: expected auto or one of {', '.join(modules)}, got {name!r}")
+    module = modules[name]
+    if module is not None and importlib.util.find_spec(module) is None:
+        raise ValueError(f"{option}: the {name!r} {what} needs the Python package {module!r}, which is not "
+                         "installed: pip install 'fedprint[classical]'")
+    return name
+
+
 def resolve_backend(name: str | None, option: str = "--minutiae-backend") -> str:
     """The backend ``name`` stands for (``"auto"`` / None: :func:`default_backend`), refused with one line naming
     ``option`` if unknown or not installed."""
-    if name in (None, "", "auto"):
-        return default_backend()
-    if name not in BACKENDS:
-        raise ValueError(f"{option}: expected auto or one of {', '.join(BACKENDS)}, got {name!r}")
-    if not available(name):
-        raise ValueError(f"{option}: the {name!r} minutiae backend needs the Python package {_MODULES[name]!r}, "
-                         "which is not installed: pip install 'fedprint[classical]'")
-    return name
+    return resolve_choice(name, _MODULES, default_backend, option, "minutiae backend")
 
 
 def _table(rows: list[tuple[float, float, float, float, float]]) -> np.ndarray:

@@ -64,14 +64,9 @@ def default_matcher() -> str:
 def resolve_matcher(name: str | None, option: str = "--matcher") -> str:
     """The matcher ``name`` stands for (``"auto"`` / None: :func:`default_matcher`), or one line naming
     ``option``."""
-    if name in (None, "", "auto"):
-        return default_matcher()
-    if name not in MATCHERS:
-        raise ValueError(f"{option}: expected auto or one of {', '.join(MATCHERS)}, got {name!r}")
-    if not available(name):
-        raise ValueError(f"{option}: the {name!r} matcher needs the Python package {_MODULES[name]!r}, which is not "
-                         "installed: pip install 'fedprint[classical]'")
-    return name
+    from fedprint.data.minutiae_backends import resolve_choice
+
+    return resolve_choice(name, _MODULES, default_matcher, option, "matcher")
 
 
 def _dpi(record: FingerprintRecord) -> float:
