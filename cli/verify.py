@@ -37,6 +37,8 @@ SCORES_HELP = ("distance: Euclidean distance of the two unit-norm embeddings, in
                "quality: print quality in [0, 1] (ridge area x clarity; below --min-quality an image is refused).")
 #: recognition.matching.SCORES, named here so that `--help` does not import torch (a test keeps them equal).
 SCORES = ("global", "fused", "minutiae")
+#: recognition.identification.SHORTLIST (the same test keeps them equal).
+SHORTLIST = 20
 SCORE_HELP = ("global: embedding distance; fused: embedding + dense match of the feature maps, weighted as the "
               "model file stores (fedprint train / simulate write it; fedprint calibrate --score fused); minutiae: "
               "embedding + the classical minutiae matcher the model file was calibrated with (NBIS MINDTCT + "
@@ -263,7 +265,8 @@ def _probe_records(args: argparse.Namespace, gallery: list, report: list) -> tup
 def _identify(args: argparse.Namespace) -> int:
     from fedprint.data.atomic_io import check_new_folder, staged_folder, write_json
     from fedprint.models.model_file import load_model
-    from fedprint.recognition.matching import cmc, decision_threshold, identify, quality_gate
+    from fedprint.recognition.identification import cmc, identify
+    from fedprint.recognition.matching import decision_threshold, quality_gate
 
     out = check_new_folder(args.out) if args.out else None
     model = load_model(args.model)
@@ -271,15 +274,19 @@ def _identify(args: argparse.Namespace) -> int:
     gallery = _load_data(args.gallery, args.layout, args.dpi, "--gallery", args.skip_bad, report)
     gallery, _ = quality_gate(gallery, args.min_quality, skip_bad=args.skip_bad, report=report)
     probes, known, probe_dpi = _probe_records(args, gallery, report)
+    timings: dict = {}
+    shortlist = None if args.exhaustive else args.shortlist
     results = identify(model, gallery, probes, top_k=args.top_k, probe_identities_known=known,
                        threshold=args.threshold, min_quality=args.min_quality, skip_bad=args.skip_bad, report=report,
-                       score=args.score)
+                       score=args.score, shortlist=shortlist, timings=timings, progress=not args.json)
     t = decision_threshold(model, args.threshold, args.score)
     summary = {"probes": len(results), "score": args.score, "gallery_images": len(gallery),
                "gallery_identities": len({g.identity for g in gallery}), "threshold": t,
                "threshold_source": _threshold_note(model, args.threshold, args.score) if t is not None else None,
                "min_quality": args.min_quality, "gallery_dpi": sorted({float(g.dpi) for g in gallery}),
-               "probe_dpi": probe_dpi, "not_enrolled": sum(r.candidate is None for r in results) if t is not None
+               "probe_dpi": probe_dpi, "shortlist": (shortlist if args.score == "minutiae" else None),
+               "seconds": {k: round(v, 3) for k, v in timings.items() if k.endswith("_s")},
+               "not_enrolled": sum(r.candidate is None for r in results) if t is not None
                else None, "skipped": [{"path": str(p), "reason": r} for p, r in report]}
     if known:
         curve = cmc(results, args.top_k)
@@ -464,9 +471,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--threshold", type=finite_float, default=None,
                    help="open-set distance threshold: a probe whose nearest identity lies further is 'not "
                         "enrolled' (default: the model's)")
-    i.add_argument("--score", choices=SCORES[:2], default="global",
-                   help=SCORE_HELP + " (every probe is dense-matched against every gallery image: ~0.05 ms per "
-                                     "pair on 2 cores)")
+    i.add_argument("--score", choices=SCORES, default="global",
+                   help=SCORE_HELP + " (fused: every probe is dense-matched against every gallery image, ~0.05 ms "
+                                     "per pair on 2 cores; minutiae: the embedding shortlists --shortlist "
+                                     "identities per probe and the minutiae matcher re-ranks them)")
+    i.add_argument("--shortlist", type=positive_int, default=SHORTLIST,
+                   help=f"--score minutiae: gallery identities the minutiae matcher re-ranks per probe (default "
+                        f"{SHORTLIST}; a mate the embedding ranks lower is not re-ranked)")
+    i.add_argument("--exhaustive", action="store_true",
+                   help="--score minutiae: re-rank every gallery identity (slow: one comparison per gallery print)")
     i.add_argument("--top-k", type=positive_int, default=5, help="gallery identities listed per probe")
     i.add_argument("--show", type=positive_int, default=10, help="probes printed")
     i.add_argument("--json", action="store_true", help="print one JSON object (all probes) instead of text")

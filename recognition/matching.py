@@ -1,6 +1,7 @@
-"""Using a trained verifier: 1:1 verification, evaluation on a dataset, 1:N identification.
+"""Using a trained verifier: 1:1 verification and evaluation on a dataset (1:N search:
+:mod:`fedprint.recognition.identification`).
 
-All three embed images through the model's own input pipeline (:class:`fedprint.models.preprocess.InputSpec` stored in
+Both embed images through the model's own input pipeline (:class:`fedprint.models.preprocess.InputSpec` stored in
 the model file) at each image's resolution (``dpi``), and compare unit-norm embeddings by Euclidean distance
 (Yan et al. 2025 Eq. 2: match iff distance <= threshold). The similarity ``score = 1 - distance / 2`` lies in [0, 1].
 
@@ -25,7 +26,6 @@ References
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -487,75 +487,3 @@ def evaluate(model: VerifierModel, records: Sequence[FingerprintRecord], protoco
         metrics.update({"threshold": t, "accuracy": at["accuracy"], "fmr_at_threshold": at["fmr"],
                         "fnmr_at_threshold": at["fnmr"]})
     return metrics, d, pairs
-
-
-@dataclass
-class Identification:
-    """Result of searching one probe in the gallery."""
-
-    probe: str
-    identity: str | None
-    ranked: list[tuple[str, float]]  # (gallery identity, distance), nearest first
-    rank: int | None  # 1-based rank of the true identity (None: unknown or not enrolled)
-    quality: float = float("nan")  # print quality of the probe (recognition.quality)
-    candidate: str | None = None  # open set: nearest identity if within the threshold, else None (not enrolled)
-
-
-def identify(model: VerifierModel, gallery: Sequence[FingerprintRecord], probes: Sequence[FingerprintRecord],
-             *, top_k: int = 5, probe_identities_known: bool = True, threshold: float | None = None,
-             min_quality: float = MIN_QUALITY, skip_bad: bool = False,
-             report: list | None = None, score: str = "global") -> list[Identification]:
-    """1:N search: each probe against every gallery identity (distance to its nearest enrolled impression).
-
-    A probe that is also a gallery image (same file) is never matched to itself. Open set: with a ``threshold``
-    (default: the model's), ``candidate`` is the nearest identity when its distance is within the threshold, else
-    None ("not enrolled"). Gallery and probe images below ``min_quality`` raise, or with ``skip_bad`` are left
-    out (reported in ``report``). ``score = "fused"`` ranks by −(fused score) of every probe-gallery pair (the
-    dense match costs about 0.05 ms per pair on 2 CPU cores, besides the features of every image) and its
-    threshold defaults as in :func:`verify`.
-    """
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"--top-k: expected an integer >= 1, got {top_k!r}")
-    if score == "minutiae":
-        raise ValueError("--score minutiae: the minutiae matcher takes ~0.1 s a comparison, too slow to search a "
-                         "gallery; identify with --score global or fused, verify a candidate with --score minutiae")
-    t = decision_threshold(model, threshold, score)
-    gallery, _ = quality_gate(gallery, min_quality, skip_bad=skip_bad, report=report)
-    probes, pq = quality_gate(probes, min_quality, skip_bad=skip_bad, report=report)
-    if not gallery:
-        raise ValueError("gallery: no images" + (" above the quality gate" if skip_bad else ""))
-    if not probes:
-        raise ValueError("probe: no images above the quality gate")
-    g_ids = np.array([r.identity for r in gallery])
-    names = np.unique(g_ids)
-    if score == "fused":
-        n_p, n_g = len(probes), len(gallery)
-        pi, gi = np.repeat(np.arange(n_p), n_g), np.tile(np.arange(n_g), n_p)
-        dist = _fused_distances(model, model_inputs(model, [*probes, *gallery]), pi, n_p + gi).reshape(n_p, n_g)
-    else:
-        ge = embed_images(model, [r.image for r in gallery], [r.dpi for r in gallery])
-        pe = embed_images(model, [r.image for r in probes], [r.dpi for r in probes])
-        dist = np.linalg.norm(pe[:, None, :] - ge[None, :, :], axis=2)  # (P, G)
-    g_src = np.array([r.source or f"mem:{id(r)}" for r in gallery])
-    out = []
-    for k, p in enumerate(probes):
-        d = np.where(g_src == (p.source or f"mem:{id(p)}"), np.inf, dist[k])
-        per_id = np.array([d[g_ids == n].min() for n in names])
-        order = np.argsort(per_id, kind="stable")
-        finite = [int(o) for o in order if np.isfinite(per_id[o])]
-        ranked = [(str(names[o]), float(per_id[o])) for o in finite]
-        true = p.identity if probe_identities_known else None
-        rank = next((i + 1 for i, (n, _) in enumerate(ranked) if n == true), None) if true is not None else None
-        cand = ranked[0][0] if ranked and t is not None and ranked[0][1] <= t else None
-        out.append(Identification(p.source or p.key, true, ranked[:top_k], rank, float(pq[k]), cand))
-    return out
-
-
-def cmc(results: Sequence[Identification], max_rank: int) -> np.ndarray:
-    """Cumulative match characteristic: fraction of probes (with an enrolled identity) found within rank r,
-    r = 1 .. max_rank."""
-    ranks = np.array([r.rank if r.rank is not None else np.inf for r in results if r.identity is not None],
-                     float)
-    if ranks.size == 0:
-        raise ValueError("cmc: no probe has a known, enrolled identity")
-    return np.array([(ranks <= r).mean() for r in range(1, max_rank + 1)])

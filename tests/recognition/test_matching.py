@@ -15,7 +15,8 @@ from fedprint.data.stripes import stripe_records, write_generic
 from fedprint.models.model_file import VerifierModel, load_model, model_bytes
 from fedprint.models.preprocess import InputSpec, to_tensor_batch
 from fedprint.models.siamese import build_encoder
-from fedprint.recognition.matching import cmc, evaluate, identify, protocol_pairs
+from fedprint.recognition.identification import cmc, identify
+from fedprint.recognition.matching import evaluate, protocol_pairs
 from fedprint.training.trainer import train_siamese
 
 SPEC = InputSpec(size=32)
@@ -185,6 +186,6 @@ def test_calibrate_and_evaluate_with_the_fused_score(toy, tmp_path, capsys):
 
 def test_cli_score_choices_are_the_matchers():
     from fedprint.cli import verify as cli
-    from fedprint.recognition import matching
+    from fedprint.recognition import identification, matching
 
-    assert cli.SCORES == matching.SCORES
+    assert cli.SCORES == matching.SCORES and cli.SHORTLIST == identification.SHORTLIST

@@ -20,7 +20,8 @@ from fedprint.models.metrics import threshold_at_eer, threshold_at_fmr
 from fedprint.models.model_file import load_model, model_bytes, recalibrated_bytes
 from fedprint.models.preprocess import InputSpec
 from fedprint.models.siamese import build_encoder
-from fedprint.recognition.matching import evaluate, identify, verify
+from fedprint.recognition.identification import identify
+from fedprint.recognition.matching import evaluate, verify
 from fedprint.recognition.quality import MIN_QUALITY, LowQualityError, print_quality
 
 #: ../shared/data/real beside the checkout (FEDPRINT_TEST_REAL overrides, e.g. from a worktree).
