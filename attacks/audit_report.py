@@ -183,8 +183,12 @@ def client_dp_section(rows: list[dict]) -> str:
                        "release, the canary in the heaviest client's place with update +C·u or −C·u (a fair coin), "
                        "the other members' updates zero; the top / bottom scores <release, u> are guessed. ε_lb is a "
                        "95 % lower bound; it can never exceed the cap, whatever the truth, and one-run bounds are "
-                       "loose for Gaussian noise (a half-noise aggregator is caught at z = 3, not at small z). A "
-                       "sound mechanism must give ε_lb ≤ the claimed ε of one release.\n",
+                       "loose for Gaussian noise. Each canary takes part in `rounds / canary` releases (scores "
+                       "summed), which audits like one release at z/√rounds, and is compared with the claimed ε of "
+                       "that many releases; a sound mechanism must give ε_lb ≤ it. Power: the smallest noise "
+                       "shortfall (the aggregator's σ below the claimed one by that share) this audit catches with "
+                       "probability ≥ 0.9 at the run's z, simulated (`fedprint.attacks.audit_power`); a smaller "
+                       "shortfall can pass unseen.\n",
                        markdown_table([{k: fmt(v) for k, v in r.items()} for r in rows])])
 
 

@@ -227,3 +227,23 @@ def match_candidates(true_x: torch.Tensor, candidates: torch.Tensor) -> tuple[np
     d = torch.cdist(t, c, compute_mode="donot_use_mm_for_euclid_dist").pow(2) / t.shape[1]
     best = d.argmin(dim=1)
     return best.numpy(), d.gather(1, best[:, None]).squeeze(1).numpy()
+
+
+def recover_from_aggregate(per_client: Sequence[tuple[torch.Tensor, torch.Tensor]], weights: Sequence[float], *,
+                           input_shape: Sequence[int] | None = None, rel_tol: float = 1e-6) -> torch.Tensor:
+    """The imprint attack on what a server sees under secure aggregation: Σ_i α_i (dW0_i, db0_i), the weighted sum
+    of the clients' imprint-layer (pseudo-)gradients (:mod:`fedprint.server.secure_strategy` unmasks exactly that
+    for the whole model).
+
+    The imprint gradient is linear in the batch: the sum is the gradient of the union of the clients' batches with
+    each sample's c_n scaled by its client's α_i. A bin still holding a single sample of the union gives that
+    sample **exactly** (α_i cancels in the ratio, Fowl et al. 2022 Eq. 3); bins with samples of several clients
+    give mixtures. So secure aggregation does not stop the imprint attack — it only raises the number of samples
+    competing for the k bins (n clients × batch), which is what an audit of a secure run measures.
+    """
+    if len(per_client) != len(weights) or not per_client:
+        raise ValueError(f"per_client and weights: one weight per client expected, got {len(per_client)} and "
+                         f"{len(weights)}")
+    gw = sum(float(a) * g[0].detach().double() for g, a in zip(per_client, weights, strict=True))
+    gb = sum(float(a) * g[1].detach().double() for g, a in zip(per_client, weights, strict=True))
+    return recover_from_gradients(gw, gb, input_shape=input_shape, rel_tol=rel_tol)

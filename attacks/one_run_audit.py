@@ -23,6 +23,15 @@ test_canary_audit_catches_half_noise.py: z = 3, 20,000 trials, 500 guesses). Res
 :func:`max_bound` (500 guesses at 95 %: about 5), and one-run bounds are loose for the Gaussian mechanism — a
 sound run with a large claimed ε (small z) passes without proving much.
 
+Power and rounds (issue 59 §5). Every audit also reports its power (:mod:`fedprint.attacks.audit_power`): the
+smallest noise shortfall 1 − f (the aggregator's noise at f times the claimed σ) it catches with probability
+>= 0.9 at the run's z, from simulating the audit statistic. One release per canary loses power as z grows (the
+claimed ε shrinks toward what the binomial noise of r guesses can resolve: a half-noise aggregator was caught 5/6
+at z = 5 and 3/6 at z = 9). With ``rounds`` = k the canary takes part in k releases with the same update and
+the scores are summed; the audit is then compared with the ε of k releases composed, which audits like one
+release at z/√k — :func:`fedprint.attacks.audit_power.choose_rounds` picks k so that z/√k ≈ 2, where half the
+noise is caught with probability >= 0.96.
+
 :func:`audit_weighted_sum` keeps the earlier in/out form (C·u or nothing) for :func:`privacy.client_dp.
 dp_weighted_sum` with synthetic weights: it catches a σ calibrated for uniform weights while α_c > 1/m.
 
@@ -117,7 +126,7 @@ def audit_weighted_sum(release: Callable[[np.ndarray, np.random.Generator], np.n
 def audit_client_dp_release(*, noise_multiplier: float, clip: float, weights: Mapping[str, float],
                             claimed_epsilon: float, rng: np.random.Generator, trials: int = 20_000,
                             guesses: int = 500, delta: float = 0.0, confidence: float = 0.95, dim: int = 8,
-                            aggregator: Any = None) -> dict:
+                            aggregator: Any = None, rounds: int = 1) -> dict:
     """Replace-one canary audit of the real client-DP aggregator (:class:`fedprint.server.dp_affr.DPAFFR`) with a
     round's
     own cohort weights (module docstring, *canary audit of the aggregator*).
@@ -129,7 +138,7 @@ def audit_client_dp_release(*, noise_multiplier: float, clip: float, weights: Ma
     weights : mapping client -> float
         One round's cohort weights α (e.g. a release of ``dp_releases.json``); the canary is the heaviest client.
     claimed_epsilon : float
-        The ε the run claims for one such release (at ``delta``).
+        The ε the run claims for ``rounds`` such releases composed (at ``delta``); one release for ``rounds`` = 1.
     rng : numpy.random.Generator
         Canary directions and signs, and (passed to the default aggregator) the mechanism's noise.
     trials, guesses : int
@@ -139,11 +148,16 @@ def audit_client_dp_release(*, noise_multiplier: float, clip: float, weights: Ma
         same mechanism).
     aggregator : DPAFFR, optional
         The aggregator to audit (default: a :class:`fedprint.server.dp_affr.DPAFFR` with the run's z and C).
+    rounds : int
+        Releases per canary k (the same update each time, scores summed); default 1. See
+        :func:`fedprint.attacks.audit_power.choose_rounds`.
 
     Returns
     -------
     dict
-        :func:`audit_releases`'s dict plus ``claimed_epsilon``, ``canary_weight`` and ``ok`` (ε_lb ≤ claimed).
+        :func:`audit_releases`'s dict plus ``claimed_epsilon``, ``canary_weight``, ``ok`` (ε_lb ≤ claimed),
+        ``rounds`` and ``power`` (:func:`fedprint.attacks.audit_power.audit_power` at the run's z:
+        ``detectable_shortfall``, the smallest noise shortfall caught with probability >= 0.9, None if none).
     """
     from flwr.app import Array, ArrayRecord
 
@@ -162,26 +176,34 @@ def audit_client_dp_release(*, noise_multiplier: float, clip: float, weights: Ma
         out = aggregator._aggregate_arrays([{"w": update if k == canary else zero} for k in labels], alpha)
         return out["w"].numpy().astype(np.float64)
 
+    from fedprint.attacks.audit_power import audit_power
+
     res = audit_releases(release, trials=trials, dim=dim, clip=clip, guesses=guesses, rng=rng, delta=delta,
-                         confidence=confidence)
+                         confidence=confidence, rounds=rounds)
+    power = audit_power(noise_multiplier, trials=trials, guesses=guesses, claimed_epsilon=claimed_epsilon,
+                        rounds=rounds, delta=delta, confidence=confidence)
     return {**res, "claimed_epsilon": float(claimed_epsilon), "canary_weight": float(weights[canary]),
-            "ok": bool(res["epsilon_lb"] <= claimed_epsilon)}
+            "ok": bool(res["epsilon_lb"] <= claimed_epsilon), "power": power}
 
 
 def audit_releases(release: Callable[[np.ndarray], np.ndarray], *, trials: int, dim: int, clip: float, guesses: int,
-                   rng: np.random.Generator, delta: float = 0.0, confidence: float = 0.95) -> dict:
-    """Replace-one canaries: trial k releases ``release(s_k·C·u_k)`` (s_k = ±1 with probability ½, u_k a random unit
-    vector); the score <release, u_k> ranks the trials, the top r/2 are guessed +, the bottom r/2 −. Each trial is
-    one canary of :func:`epsilon_lower_bound` (independent releases are one run of their product mechanism)."""
+                   rng: np.random.Generator, delta: float = 0.0, confidence: float = 0.95, rounds: int = 1) -> dict:
+    """Replace-one canaries: trial k releases ``release(s_k·C·u_k)`` ``rounds`` times (s_k = ±1 with probability ½,
+    u_k a random unit vector); the score, <release, u_k> summed over those releases, ranks the trials, the top r/2
+    are guessed +, the bottom r/2 −. Each trial is one canary of :func:`epsilon_lower_bound` (independent releases
+    are one run of their product mechanism; with ``rounds`` > 1 the ε to compare is that of ``rounds`` releases)."""
     if guesses % 2 or not 0 < guesses <= trials:
         raise ValueError(f"guesses: expected an even number in (0, {trials}], got {guesses}")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds: expected an integer >= 1, got {rounds!r}")
     u = rng.normal(size=(trials, dim))
     u /= np.linalg.norm(u, axis=1, keepdims=True)
     plus = rng.random(trials) < 0.5
-    scores = np.array([release(np.where(plus[k], clip, -clip) * u[k]) @ u[k] for k in range(trials)])
+    scores = np.array([sum(float(release(np.where(plus[k], clip, -clip) * u[k]) @ u[k]) for _ in range(rounds))
+                       for k in range(trials)])
     order = np.argsort(scores)
     k = guesses // 2
     correct = int((~plus[order[:k]]).sum() + plus[order[-k:]].sum())
     return {"epsilon_lb": epsilon_lower_bound(trials, guesses, correct, delta, confidence),
             "max_bound": max_bound(guesses, confidence, delta, trials), "correct": correct,
-            "guesses": guesses, "canaries": trials, "confidence": confidence}
+            "guesses": guesses, "canaries": trials, "confidence": confidence, "rounds": rounds}

@@ -34,16 +34,20 @@ References
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
+from itertools import combinations
 
 import numpy as np
 
 from fedprint.privacy.templates.alignment import BACKGROUND, LEVELS, Pose, refine, register
+from fedprint.privacy.templates.chaff import FIRST_RULE, MIN_ANGLE, MIN_DISTANCE, helper_orientation, too_close
 from fedprint.privacy.templates.consistency import match_points
+from fedprint.privacy.templates.field import CODE_BITS, evaluate, interpolate, poly_digest
 from fedprint.privacy.templates.fuzzy_vault import unlock
-from fedprint.privacy.templates.password import derive_key, mask_helper
-from fedprint.privacy.templates.quantise import code_points
+from fedprint.privacy.templates.password import TRANSFORM_CELL, cell_transforms, derive_key, mask_helper
+from fedprint.privacy.templates.quantise import FRAME, code_points
 from fedprint.privacy.templates.vault_template import vault_of
 
 
@@ -203,3 +207,246 @@ def correlation_attack(data1: dict, params1: dict, data2: dict, params2: dict, *
     if genuine1 is not None:
         out["genuine_in_intersection"] = int(np.isin(hit, genuine1).sum())
     return out
+
+
+# --- Opening a vault from its file alone (issue 59): helper-guided ranking, spacing, ranked interpolation -----
+
+
+def _preimages(pts: np.ndarray, key: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Enrolment-frame candidates of stored points under the keyed per-cell transform: (rows, owner index).
+
+    The transform moves each 128 px cell by its own offset mod the frame, so a stored point has one candidate
+    source per cell, kept when it lands in that cell (0, 1 or several per point; the true one among them).
+    """
+    cells = FRAME // TRANSFORM_CELL
+    t = cell_transforms(key)
+    rows, owner = [], []
+    for c in range(cells * cells):
+        cy, cx = divmod(c, cells)
+        x = np.mod(pts[:, 0] - t[c, 0], FRAME)
+        y = np.mod(pts[:, 1] - t[c, 1], FRAME)
+        ok = (np.floor(x / TRANSFORM_CELL) == cx) & (np.floor(y / TRANSFORM_CELL) == cy)
+        rows.append(np.column_stack([x[ok], y[ok], np.mod(pts[ok, 2] - t[c, 2], 2 * np.pi)]))
+        owner.append(np.flatnonzero(ok))
+    return np.vstack(rows), np.concatenate(owner)
+
+
+def _mode(r: np.ndarray, kappa: float = 8.0) -> float:
+    """Mode of angles mod pi: maximum of a von Mises kernel density (doubled angle) on a 0.5 degree grid."""
+    if len(r) == 0:
+        return 0.0
+    grid = np.arange(0, np.pi, np.pi / 360)
+    dens = np.exp(kappa * (np.cos(2 * (r[None, :] - grid[:, None])) - 1)).sum(axis=1)
+    return float(grid[int(np.argmax(dens))])
+
+
+def helper_gaps(data: dict, params: dict, *, key: bytes | None = None) -> np.ndarray:
+    """Per vault element (``vault_of(...).codes`` order): gap between its direction and the helper's ridge
+    orientation at its cell, after removing the template's own typical offset (radians in [0, pi/2]).
+
+    The offset is the mode of ``direction - orientation`` (mod pi) over all elements (genuine minutiae
+    concentrate there, uniform chaff spreads out), so the attacker needs no convention for either angle. Under
+    a PIN the attacker passes the key (found by :func:`pin_search`): the helper is unmasked and each stored
+    point is mapped back through every cell's transform (:func:`_preimages`), keeping its smallest gap.
+    Elements with no position on the helper's foreground get -1 without a key (chaff is only ever drawn on
+    the foreground, so such an element is genuine) and +inf with one (a scrambled chaff point of the first
+    construction usually has no foreground source).
+    """
+    codes = vault_of(data, params).codes
+    pts = code_points(codes)
+    helper = data["helper"] if key is None else mask_helper(data["helper"], key, inverse=True)
+    cand, owner = (pts, np.arange(len(pts))) if key is None else _preimages(pts, key)
+    th = helper_orientation(helper, cand[:, :2])
+    fg = np.isfinite(th)
+    r = np.mod(cand[fg, 2] - th[fg], np.pi)
+    mu = _mode(r)
+    gap = np.abs(np.angle(np.exp(2j * (r - mu)))) / 2
+    out = np.full(len(codes), -1.0 if key is None else np.inf)
+    best = np.full(len(codes), np.inf)
+    np.minimum.at(best, owner[fg], gap)
+    has = np.isfinite(best)
+    out[has] = best[has]
+    return out
+
+
+def spacing_flags(data: dict, params: dict, *, key: bytes | None = None, min_distance: float | None = None,
+                  min_angle: float | None = None) -> np.ndarray:
+    """Codes of vault elements that violate the chaff's spacing rule with another element — genuine for sure
+    when only chaff obeys the rule (the first construction). With a key, the rule is also checked on each
+    element's best enrolment-frame source (the PIN's transform keeps distances within a 128 px cell).
+    The rule defaults to the one of the template's construction (``params["construction"]``, 1 when absent:
+    :data:`~fedprint.privacy.templates.chaff.FIRST_RULE`; 2: 10 px / 33.75 degrees)."""
+    rule = FIRST_RULE if int(params.get("construction", 1)) == 1 else (MIN_DISTANCE, MIN_ANGLE)
+    min_distance = rule[0] if min_distance is None else min_distance
+    min_angle = rule[1] if min_angle is None else min_angle
+    codes = vault_of(data, params).codes
+    pts = code_points(codes)
+    frames = [pts]
+    if key is not None:
+        cand, owner = _preimages(pts, key)
+        helper = mask_helper(data["helper"], key, inverse=True)
+        th = helper_orientation(helper, cand[:, :2])
+        ok = np.isfinite(th)
+        gap = np.abs(np.angle(np.exp(2j * (cand[:, 2] - th)))) / 2
+        src = np.full((len(pts), 3), np.nan)
+        for i in np.argsort(-np.where(ok, gap, -1)):  # ascending gap last: each element keeps its best source
+            if ok[i]:
+                src[owner[i]] = cand[i]
+        frames.append(src)
+    flag = np.zeros(len(codes), bool)
+    for f in frames:
+        close = too_close(f, f, min_distance=min_distance, min_angle=min_angle)
+        np.fill_diagonal(close, False)
+        flag |= close.any(axis=1)
+    return codes[flag]
+
+
+def _log2_comb(n: int, k: int) -> float:
+    if k < 0 or n < k:
+        return float("-inf")
+    return (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)) / math.log(2)
+
+
+def ranking_work(order: np.ndarray, genuine: np.ndarray, on_points: np.ndarray, *, degree: int,
+                 slots: int) -> dict:
+    """Expected interpolations of the ranked attack with the best cut-off chosen in hindsight (ground truth).
+
+    Random (k+1)-subsets of the points of the top-m elements hit only points on F with probability
+    C(G_m, k+1) / C(m q, k+1), G_m the points on F among them; the attacker's expected work at the best m is
+    ``min_m C(m q, k+1) / C(G_m, k+1)`` — a lower bound on what the ranking costs an attacker, who does not
+    know the best m (so: a conservative security figure). With a random ranking it is the brute force.
+
+    Parameters
+    ----------
+    order : codes, best-ranked first
+    genuine, on_points : genuine codes and their points on F (weights; 1 for the plain vault)
+    """
+    w = dict(zip(np.asarray(genuine).tolist(), np.asarray(on_points).tolist(), strict=True))
+    g = np.cumsum([w.get(int(c), 0) for c in order])
+    k1 = degree + 1
+    best, at = float("inf"), 0
+    for m in range(1, len(order) + 1):
+        if g[m - 1] < k1:
+            continue
+        bits = _log2_comb(m * slots, k1) - _log2_comb(int(g[m - 1]), k1)
+        if bits < best:
+            best, at = bits, m
+    return {"log2_work": best, "best_m": at}
+
+
+def _ranked_order(codes: np.ndarray, score: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    tie = rng.random(len(codes))  # random tie-break: vault.codes are sorted, their order must not leak in
+    return codes[np.lexsort((tie, score))]
+
+
+def ranked_interpolation(vault, order: np.ndarray, *, budget: int, growth: float = 1.15,
+                         rng: np.random.Generator | None = None) -> dict:
+    """Interpolate (k+1)-subsets of the points of the top-m ranked elements, m growing geometrically, until a
+    polynomial reproduces the template's salted digest (the check the verifier uses) or ``budget``
+    interpolations are spent.
+
+    Each stage gets an equal share of the budget left; a stage whose C(M, k+1) fits its share is enumerated
+    exhaustively, otherwise random subsets are drawn. Returns ``opened``, ``interpolations``, ``seconds``,
+    ``m`` (elements in the stage that opened it) and ``coef`` (None unless opened).
+    """
+    rng = np.random.default_rng(0) if rng is None else rng
+    k1 = vault.degree + 1
+    low = vault.xs & ((1 << CODE_BITS) - 1)
+    pos = {int(c): np.flatnonzero(low == c) for c in order}
+    ms, m = [], max(1, -(-k1 // vault.slots))
+    while m < len(order):
+        ms.append(m)
+        m = max(m + 1, int(round(m * growth)))
+    ms.append(len(order))
+    done, t0 = 0, time.perf_counter()
+    for i, m in enumerate(ms):
+        idx = np.concatenate([pos[int(c)] for c in order[:m]])
+        if len(idx) < k1:
+            continue
+        n_sub = math.comb(len(idx), k1)
+        take = max(1, (budget - done) // (len(ms) - i))  # what an early, exhaustive stage leaves goes on
+        if take <= 0:
+            break
+        subsets = np.array(list(combinations(range(len(idx)), k1)), np.int64) if n_sub <= take else \
+            np.argsort(rng.random((take, len(idx))), axis=1)[:, :k1]
+        for s in range(0, len(subsets), 2048):
+            sel = idx[subsets[s:s + 2048]]
+            coefs = interpolate(vault.xs[sel], vault.ys[sel], vault.bits)
+            for j, c in enumerate(coefs):
+                if poly_digest(c, vault.salt) == vault.digest:
+                    done += s + j + 1
+                    return {"opened": True, "interpolations": done, "seconds": time.perf_counter() - t0, "m": m,
+                            "coef": c}
+        done += len(subsets)
+    return {"opened": False, "interpolations": done, "seconds": time.perf_counter() - t0, "m": None, "coef": None}
+
+
+def helper_guided_attack(data: dict, params: dict, *, budget: int = 100_000, key: bytes | None = None,
+                         use_spacing: bool = True, genuine: np.ndarray | None = None,
+                         on_points: np.ndarray | None = None, rng: np.random.Generator | None = None) -> dict:
+    """Open a vault from its file alone: elements flagged by :func:`spacing_flags` first, the rest ranked by
+    :func:`helper_gaps`, then :func:`ranked_interpolation`.
+
+    Parameters
+    ----------
+    data, params : the template (a hardened one needs ``key``, from the PIN :func:`pin_search` finds)
+    budget : int
+        Interpolations the attacker may spend.
+    genuine, on_points : optional ground truth (genuine codes, points on F each) — only to measure
+        (``flagged_genuine``, ``recovered_genuine``, :func:`ranking_work`).
+
+    Returns
+    -------
+    dict
+        ``opened``, ``interpolations``, ``seconds``, ``m``, ``flagged`` (spacing), and with ground truth
+        ``flagged_genuine``, ``log2_work`` (expected interpolations of this ranking at its best cut-off),
+        ``recovered_genuine`` (genuine elements on the recovered polynomial, when opened).
+    """
+    rng = np.random.default_rng(0) if rng is None else rng
+    vault = vault_of(data, params)
+    codes = vault.codes
+    score = helper_gaps(data, params, key=key)
+    flagged = spacing_flags(data, params, key=key) if use_spacing else np.zeros(0, np.int64)
+    score = np.where(np.isin(codes, flagged), -2.0, score)
+    order = _ranked_order(codes, score, rng)
+    res = ranked_interpolation(vault, order, budget=budget, rng=rng)
+    out = {k: v for k, v in res.items() if k != "coef"}
+    out["flagged"] = int(len(flagged))
+    if genuine is not None:
+        w = np.ones(len(genuine), np.int64) if on_points is None else np.asarray(on_points)
+        out["flagged_genuine"] = int(np.isin(flagged, genuine).sum())
+        out.update(ranking_work(order, genuine, w, degree=vault.degree, slots=vault.slots))
+        if res["coef"] is not None:
+            on = evaluate(res["coef"], vault.xs, vault.bits) == vault.ys
+            out["recovered_genuine"] = int(np.isin(np.unique(vault.xs[on] & ((1 << CODE_BITS) - 1)), genuine).sum())
+    return out
+
+
+def open_template(data: dict, params: dict, *, hardened: bool, pin_candidates: Sequence[str] = (),
+                  budget: int = 100_000, genuine: np.ndarray | None = None, on_points: np.ndarray | None = None,
+                  rng: np.random.Generator | None = None) -> dict:
+    """The whole file-only attack: for a hardened template first :func:`pin_search` over ``pin_candidates``
+    (its best PIN gives the key), then :func:`helper_guided_attack`. Adds ``pin`` (the PIN used),
+    ``pin_guesses`` and ``pin_seconds`` for hardened templates."""
+    key, extra = None, {}
+    if hardened:
+        if not pin_candidates:
+            raise ValueError("pin_candidates: a hardened template needs candidate PINs to attack")
+        t = time.perf_counter()
+        found = pin_search(data, list(pin_candidates))
+        key = derive_key(found["best"], data["kdf_salt"])
+        extra = {"pin": found["best"], "pin_guesses": len(pin_candidates), "pin_seconds": time.perf_counter() - t}
+    res = helper_guided_attack(data, params, budget=budget, key=key, genuine=genuine, on_points=on_points, rng=rng)
+    return {**res, **extra}
+
+
+def format_work(name: str, res: dict) -> str:
+    """One line of an attack's outcome and the work it took (what ``fedprint audit`` prints)."""
+    line = (f"{name}: {'OPENED' if res['opened'] else 'not opened'} after {res['interpolations']:,} "
+            f"interpolations ({res['seconds']:.2f} s)")
+    if "pin_guesses" in res:
+        line += f" + PIN search {res['pin_guesses']:,} guesses ({res['pin_seconds']:.1f} s)"
+    line += f"; spacing flags {res['flagged']}"
+    if "log2_work" in res:
+        line += f"; ranking work 2^{res['log2_work']:.1f} at best cut-off"
+    return line

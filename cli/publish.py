@@ -61,7 +61,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("image", type=Path, help="grayscale fingerprint image")
     p.add_argument("--mechanism", required=True, help=f"one of: {', '.join(registry.known())}")
     p.add_argument("--variant", default="sound", choices=("sound", "paper"))
-    p.add_argument("--epsilon", type=positive_float, required=True, help="privacy budget of this release (> 0)")
+    p.add_argument("--epsilon", type=positive_float, required=True,
+                   help="privacy budget of this release (> 0; above the mechanism's largest meaningful ε, where its "
+                        "noise falls below one grey level, refused without --allow-large-epsilon)")
+    p.add_argument("--allow-large-epsilon", action="store_true",
+                   help="release even above the mechanism's largest meaningful ε (the output is then about the input "
+                        "itself; see fedprint.privacy.publish.ceiling)")
     p.add_argument("-o", "--output", dest="out", type=Path, required=True,
                    help="output: .png for image mechanisms, .json or .csv for point sets")
     p.add_argument("--ledger", type=Path, help="privacy ledger JSON (created with --budget if absent)")
@@ -77,6 +82,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="overwrite existing output files (never the input image)")
     p.add_argument("--unit", help="finger identity charged in the ledger (required with --ledger)")
+    p.add_argument("--lock-timeout", type=positive_float, default=60.0,
+                   help="seconds to wait for a ledger another process holds locked, saying whom it waits for, "
+                        "before giving up (nothing charged)")
+    _add_backend_arg(p)
     p.add_argument("--seed", type=int, help=argparse.SUPPRESS)  # refused with an explanation, see run()
     p.set_defaults(func=run)
 
@@ -97,12 +106,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a FedPrint model file, e.g. models/pretrained/fedprint-synthetic.pt or model_centralized.pt "
                         "of a `fedprint train` run (Siamese EER and rank-1)")
     e.add_argument("--classical", action="store_true", help="also run the classical afis matcher (slow)")
+    _add_backend_arg(e)
     e.add_argument("--seed", type=int, default=0,
                    help="seed of the benchmark's data sampling (synthetic prints, --n-images probes); never of the "
                         "mechanisms' noise, which comes from OS entropy")
     e.add_argument("--out", type=Path, required=True,
                    help="a new or empty folder the results are written into (only when the benchmark finishes)")
     e.set_defaults(func=run_eval)
+
+
+def _add_backend_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--minutiae-backend", default="auto", metavar="NAME",
+                   help="minutiae extractor of the point-set and region mechanisms: auto (default: nbis where "
+                        "nbis-py is installed, else crossing), nbis, leader or crossing "
+                        "(fedprint.data.minutiae_backends); recorded with the release")
 
 
 def _csv_list(text: str, name: str) -> list[str]:
@@ -164,7 +181,7 @@ def run_eval(args: argparse.Namespace) -> int:
         path = publish_eval(records, mechanisms=mechanisms, variants=_csv_list(args.variants, "--variants"),
                             epsilons=epsilons, checkpoint=args.checkpoint, classical=args.classical,
                             n_images=args.n_images, seed=args.seed, out_dir=tmp, epsilon_unit=args.epsilon_unit,
-                            data_label=label)
+                            data_label=label, minutiae_backend=args.minutiae_backend)
     path = args.out / path.relative_to(tmp)
     print(f"Results: {path}; report: {path.parent / 'report.md'}")
     return 0
@@ -235,15 +252,20 @@ def run(args: argparse.Namespace) -> int:
     sidecar = out.with_name(out.name + ".guarantee.json")
     _check_outputs(args.image, out, [out, sidecar], args.force)
     ledger = _open_ledger(args)
+    if ledger is not None:
+        ledger.lock_timeout = args.lock_timeout
     image = read_gray(args.image)
     rng = np.random.default_rng()  # OS entropy; never stored
     options = {} if args.protect is None else {"protect": args.protect}
     if args.points is not None:
         options["size"] = args.points
     pub, res, charge = release(args.mechanism, image, args.epsilon, rng, args.variant, ledger=ledger,
-                               unit=args.unit, image_id=str(args.image), **options)
+                               unit=args.unit, image_id=str(args.image),
+                               allow_large_epsilon=args.allow_large_epsilon,
+                               minutiae_backend=args.minutiae_backend, **options)
 
     meta = {"mechanism": pub.mechanism, "variant": pub.variant,
+            "minutiae_backend": pub.details.get("minutiae_backend"),  # None: an image mechanism uses none
             "spent_epsilon": pub.spent_epsilon, "spent_delta": pub.spent_delta, "unit": args.unit,
             "finger_level": None if charge is None else {"epsilon": charge.epsilon, "delta": charge.delta,
                                                          "relation": charge.relation, "group": charge.group},

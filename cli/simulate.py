@@ -48,21 +48,29 @@ def register(subparsers) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from fedprint.lab.simulate import check, simulate
+    from fedprint.config.federation import check_methods, check_rounds
+    from fedprint.lab.multi_seed import parse_seeds
+    from fedprint.lab.simulate import check, simulate, validated_run
 
+    # The options first, the same for --check and the run: --check passes exactly what the run accepts.
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
+    if args.rounds is not None:
+        check_rounds(args.rounds, "--rounds")
+    if args.methods is not None:
+        check_methods(args.methods, "--methods")
     if args.check:
         from fedprint.config.rundir import markdown_table
 
-        print(markdown_table(check(args.config, progress=not args.quiet)), end="")
-        print(f"{args.config}: every client can be split and paired")
+        rows = check(args.config, methods=args.methods, rounds=args.rounds, out=args.out, progress=not args.quiet)
+        print(markdown_table(rows), end="")
+        print(f"{args.config}: every client can be split and paired"
+              f"{f'; {len(seeds)} seeds' if seeds else ''}")
         return 0
+    if seeds is not None:
+        from fedprint.lab.multi_seed import simulate_seeds
 
-    if args.rounds is not None and args.rounds < 1:
-        raise ValueError(f"--rounds: expected an integer >= 1, got {args.rounds}")
-    if args.seeds is not None:
-        from fedprint.lab.multi_seed import parse_seeds, simulate_seeds
-
-        simulate_seeds(args.config, parse_seeds(args.seeds), methods=args.methods, rounds=args.rounds,
+        validated_run(args.config, methods=args.methods, rounds=args.rounds, out=args.out)  # before any folder
+        simulate_seeds(args.config, seeds, methods=args.methods, rounds=args.rounds,
                        out=args.out, progress=not args.quiet)
         return 0
     simulate(args.config, methods=args.methods, rounds=args.rounds, out=args.out, progress=not args.quiet)

@@ -5,28 +5,28 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import replace
-from pathlib import Path
 
 from fedprint.config.arg_types import add_device_arg, add_real_samples_arg
+from fedprint.config.minutiae import add_minutiae_backend_arg
 
 
 def _train(args: argparse.Namespace) -> int:
     from fedprint.config import load_config, resolve_experiment
-    from fedprint.config.rundir import check_out_dir
+    from fedprint.config.minutiae import with_minutiae_backend
+    from fedprint.config.rundir import discarded_on_failure
     from fedprint.lab.train_run import run_training
 
     if args.classical_pairs < 0:
         raise ValueError(f"--classical-pairs: expected an integer >= 0, got {args.classical_pairs}")
-    cfg = load_config(resolve_experiment(args.config))
+    cfg = with_minutiae_backend(load_config(resolve_experiment(args.config)), args.minutiae_backend)
     if args.fold is not None:
         try:
             cfg = replace(cfg, data=replace(cfg.data, fold=args.fold))
         except ValueError as e:
             raise ValueError(f"--fold {args.fold}: {e}") from None
-    if args.out is not None:
-        check_out_dir(args.out)
-    run_dir = run_training(cfg, args.mode, progress=not args.quiet, classical_pairs=args.classical_pairs,
-                           out=None if args.out is None else Path(args.out))
+    with discarded_on_failure(args.out) as out:  # a failed or interrupted run leaves --out as it found it
+        run_dir = run_training(cfg, args.mode, progress=not args.quiet, classical_pairs=args.classical_pairs,
+                               out=out)
     print(f"run directory: {run_dir}\nreport: {run_dir / 'report.md'}")
     return 0
 
@@ -44,14 +44,14 @@ def _floats(text: str) -> list[float]:
 
 def _sweep(args: argparse.Namespace) -> int:
     from fedprint.config import load_config, resolve_experiment
-    from fedprint.config.rundir import check_out_dir
+    from fedprint.config.minutiae import with_minutiae_backend
+    from fedprint.config.rundir import discarded_on_failure
     from fedprint.lab.fpdfsn_sweep import run_sweep
 
-    cfg = load_config(resolve_experiment(args.config))
-    if args.out is not None:
-        check_out_dir(args.out)
-    run_dir = run_sweep(cfg, betas=args.beta, sigma2s=args.sigma2, sigma2_beta=args.sigma2_beta,
-                        progress=not args.quiet, out=args.out)
+    cfg = with_minutiae_backend(load_config(resolve_experiment(args.config)), args.minutiae_backend)
+    with discarded_on_failure(args.out) as out:
+        run_dir = run_sweep(cfg, betas=args.beta, sigma2s=args.sigma2, sigma2_beta=args.sigma2_beta,
+                            progress=not args.quiet, out=out)
     print(f"run directory: {run_dir}\nreport: {run_dir / 'report.md'}")
     return 0
 
@@ -72,6 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "[data] folds >= 2, e.g. real_sensors_folds_twins)")
     add_device_arg(p)
     add_real_samples_arg(p)
+    add_minutiae_backend_arg(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_train)
 
@@ -85,5 +86,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                "<[run] out>/<[run] name>-fpdfsn-sweep-<UTC time>)")
     add_device_arg(w)
     add_real_samples_arg(w)
+    add_minutiae_backend_arg(w)
     w.add_argument("--quiet", action="store_true", help="no progress bars")
     w.set_defaults(func=_sweep)

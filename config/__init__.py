@@ -5,6 +5,7 @@ This package is the single place a run's settings are read and checked (the lowe
 
 * :mod:`fedprint.config.experiment` — ``[run]``, ``[[data.sources]]``, ``[partition]``, ``[model]``,
   ``[train]``, ``[fpdfsn]``, ``[dp]`` → :class:`ExperimentConfig`;
+* :mod:`fedprint.config.minutiae` — ``[minutiae]``, the one choice of minutiae backend;
 * :mod:`fedprint.config.train` — :class:`TrainConfig` (the ``[train]`` table);
 * :mod:`fedprint.config.federation` — the ``[federation]`` section, :class:`FederationConfig` (``fedprint
   simulate`` and the Flower apps);
@@ -28,12 +29,13 @@ from fedprint.config.experiment import (
     read_toml,
 )
 from fedprint.config.federation import FEDERATED, METHODS, PERSONALIZED, FederationConfig
+from fedprint.config.minutiae import MinutiaeSection
 from fedprint.config.shipped import SHIPPED_DIR, resolve_experiment
 from fedprint.config.train import TrainConfig
 
 __all__ = [
     "DPSection", "DataSection", "ExperimentConfig", "FEDERATED", "FPDFSNSection", "FederationConfig", "METHODS",
-    "PERSONALIZED", "ModelSection", "PartitionSection", "RunSection", "SHIPPED_DIR", "SourceSection", "TrainConfig",
-    "load_config",
+    "MinutiaeSection", "PERSONALIZED", "ModelSection", "PartitionSection", "RunSection", "SHIPPED_DIR",
+    "SourceSection", "TrainConfig", "load_config",
     "load_experiment", "parse_config", "parse_experiment", "read_toml", "resolve_experiment",
 ]

@@ -50,6 +50,7 @@ class ServerSettings:
     min_nodes [min-nodes] : nodes that must be connected before a round starts (default 2)
     resume [resume] : continue from the run directory's checkpoint when there is one (default True)
     stop_after_round [stop-after-round] : end this invocation after that round, resume later (None: run to T)
+    secure_aggregation [secure-aggregation] : SecAgg+ on or off (None: ``federation.secure_aggregation``)
     """
 
     experiment: str = "demo"
@@ -63,6 +64,7 @@ class ServerSettings:
     min_nodes: int = 2
     resume: bool = True
     stop_after_round: int | None = None
+    secure_aggregation: bool | None = None
 
 
 #: Run-config key -> (settings class, field, type, check, what is expected). The one validator of both apps.
@@ -78,6 +80,8 @@ _KEYS: dict[str, tuple[type, str, type, Any, str]] = {
     "min-nodes": (ServerSettings, "min_nodes", int, lambda v: v >= 1, "an integer >= 1"),
     "resume": (ServerSettings, "resume", bool, lambda v: True, "true or false"),
     "stop-after-round": (ServerSettings, "stop_after_round", int, lambda v: v >= 1, "an integer >= 1"),
+    "secure-aggregation": (ServerSettings, "secure_aggregation", bool, lambda v: True,
+                           "true or false"),
     "client-threads": (ClientSettings, "client_threads", int, lambda v: v >= 1, "an integer >= 1"),
     "device": (ClientSettings, "device", str, lambda v: v.strip().lower() in ("", "auto", "cpu", "cuda"),
                "auto, cpu or cuda"),

@@ -68,3 +68,21 @@ def finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value
+
+
+#: Scan resolutions accepted for ``--dpi`` options (dots per inch): the range in which a file's stated resolution is
+#: taken as a scanner's (:data:`fedprint.data.datasets.imread.FILE_DPI_RANGE`, not imported: parsing stays light).
+DPI_RANGE = (100.0, 2000.0)
+
+
+def scan_dpi(text: str) -> float:
+    """A scan resolution in :data:`DPI_RANGE` (a value outside it is no fingerprint sensor's: ``--dpi 1e9`` would
+    shrink the print to nothing and be reported as "no fingerprint found")."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    lo, hi = DPI_RANGE
+    if not (lo <= value <= hi):
+        raise argparse.ArgumentTypeError(f"expected a scan resolution in [{lo:g}, {hi:g}] dots per inch, got {text!r}")
+    return value

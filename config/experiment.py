@@ -34,12 +34,15 @@ import torch
 from torch import nn
 
 from fedprint.config.federation import FederationConfig
+from fedprint.config.minutiae import MinutiaeSection
 from fedprint.config.train import TrainConfig
 from fedprint.data.synth.limits import check_size
 from fedprint.models.preprocess import NORMALIZATIONS, InputSpec
 from fedprint.models.siamese import ENCODERS, POOLINGS, new_encoder
 
 #: A run name: one plain path component (run directories are ``<run.out>/<name>-<UTC time>``).
+#: Largest [model] width of the compact encoder (its weights grow with width²; see ModelSection).
+MAX_WIDTH = 256
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
@@ -213,6 +216,10 @@ class ModelSection:
         if self.embedding_dim < 1 or self.width < 1:
             raise ValueError(f"model.embedding_dim / model.width: expected integers >= 1, got {self.embedding_dim} / "
                              f"{self.width}")
+        if self.width > MAX_WIDTH:
+            raise ValueError(f"model.width: expected at most {MAX_WIDTH} (the compact encoder has about 522·width² "
+                             f"weights: {522 * MAX_WIDTH ** 2 / 1e6:.0f} M at {MAX_WIDTH}, three times ResNet-18), "
+                             f"got {self.width}")
         if not 1 <= self.pool_grid <= 8:
             raise ValueError(f"model.pool_grid: expected an integer in [1, 8] (1 = global average pooling), got "
                              f"{self.pool_grid}")
@@ -421,14 +428,32 @@ class ExperimentConfig:
     fpdfsn: FPDFSNSection = field(default_factory=FPDFSNSection)
     dp: DPSection = field(default_factory=DPSection)
     federation: FederationConfig = field(default_factory=FederationConfig)
+    minutiae: MinutiaeSection = field(default_factory=MinutiaeSection)
+
+    def __post_init__(self) -> None:
+        # [minutiae] backend is the one place the backend is chosen; the trainer sees only TrainConfig, so the
+        # minutiae-map targets read a copy of it (always this one: also after dataclasses.replace of [minutiae]).
+        if self.train.minutiae_backend != self.minutiae.backend:
+            object.__setattr__(self, "train", replace(self.train, minutiae_backend=self.minutiae.backend))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def minutiae_uses(self) -> list[str]:
+        """Which consumers of ``[minutiae] backend`` this experiment runs (FP-DFSN, the minutiae-map targets)."""
+        uses = {"fpdfsn": self.fpdfsn.enabled, "minutiae_map_targets": self.train.minutiae_weight > 0}
+        return [name for name, used in uses.items() if used]
+
     def data_summary(self) -> dict[str, Any]:
-        """What this experiment trains on (sources without cache paths, protocol, partition), for model files."""
+        """What this experiment trains on (sources without cache paths, protocol, partition), for model files;
+        with ``minutiae`` (the backend as configured, what it resolved to here, and its uses) where FP-DFSN or the
+        minutiae-map targets shaped the training data."""
         sources = [{k: v for k, v in dataclasses.asdict(s).items() if k != "cache"} for s in self.data.sources]
-        return {"sources": sources, "protocol": self.data.protocol, "partition": self.partition.mode}
+        out = {"sources": sources, "protocol": self.data.protocol, "partition": self.partition.mode}
+        if self.minutiae_uses():
+            out["minutiae"] = {"backend": self.minutiae.resolved(), "configured": self.minutiae.backend,
+                               "used_by": self.minutiae_uses()}
+        return out
 
 
 def _coerce(value: Any, hint: Any, where: str) -> Any:
@@ -467,9 +492,22 @@ def _build(cls: type, table: dict[str, Any], where: str) -> Any:
         raise ValueError(f"{where or 'config'}: {exc}") from None
 
 
+def _check_minutiae_copy(table: dict[str, Any]) -> None:
+    """``[train] minutiae_backend`` is a copy of ``[minutiae] backend`` (a resolved config.json has both): refuse
+    one that disagrees, so the backend is chosen in one place."""
+    train, section = table.get("train"), table.get("minutiae")
+    if not isinstance(train, dict) or "minutiae_backend" not in train:
+        return
+    chosen = section.get("backend", "auto") if isinstance(section, dict) else "auto"
+    if train["minutiae_backend"] != chosen:
+        raise ValueError(f"train.minutiae_backend: set by [minutiae] backend ({chosen!r}); leave it out of [train] "
+                         f"(got {train['minutiae_backend']!r})")
+
+
 def parse_config(table: dict[str, Any], *, source: str = "<config>") -> ExperimentConfig:
     """Validate a parsed TOML table into an :class:`ExperimentConfig` (errors name ``source`` and the key)."""
     try:
+        _check_minutiae_copy(table)
         return _build(ExperimentConfig, table, "")
     except ValueError as exc:
         raise ValueError(f"{source}: {exc}") from None
@@ -489,6 +527,9 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:  # thousands of nested arrays or tables: the parser's recursion runs out
+        raise ValueError(f"{path}: TOML nested too deeply to read (arrays or tables within each other hundreds of "
+                         "levels deep); an experiment file nests a few levels at most") from None
 
 
 def load_config(path: str | Path) -> ExperimentConfig:

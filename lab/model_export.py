@@ -79,8 +79,13 @@ def data_description(cfg: ExperimentConfig, clients: Sequence[ClientData] = ()) 
 
 def export_model(path: str | Path, net: nn.Module, cfg: ExperimentConfig, spec: InputSpec, *, method: str,
                  clients: Sequence[ClientData] = (), threshold: float | None = None, threshold_source: str = "",
-                 metrics: Mapping[str, Any] | None = None, provenance: Mapping[str, Any] | None = None) -> Path:
-    """Write ``net`` as a model file; the threshold is pooled over ``clients``' validation pairs unless given."""
+                 metrics: Mapping[str, Any] | None = None, provenance: Mapping[str, Any] | None = None,
+                 privacy: Mapping[str, Any] | None = None) -> Path:
+    """Write ``net`` as a model file; the threshold is pooled over ``clients``' validation pairs unless given.
+
+    ``privacy``: a DP-SGD model's release scope (:func:`fedprint.training.dp_sgd.release_scope`), stored as the
+    file's ``privacy`` entry; its ``outside_dp_guarantee`` names the threshold, score fusion, test metrics and counts
+    this function writes from data without DP."""
     if threshold is None and clients:
         threshold, threshold_source = pooled_threshold(net, clients)
     fusion = pooled_fusion(net, clients) if clients else None
@@ -88,5 +93,6 @@ def export_model(path: str | Path, net: nn.Module, cfg: ExperimentConfig, spec: 
                        encoder_kwargs=cfg.model.encoder_kwargs(),
                        threshold=threshold, threshold_source=threshold_source, method=method,
                        metrics=dict(metrics or {}), data=data_description(cfg, clients),
-                       provenance=dict(provenance or {}), score_fusion=fusion)
+                       provenance=dict(provenance or {}), score_fusion=fusion,
+                       privacy=None if privacy is None else dict(privacy))
     return atomic_write_bytes(path, data)

@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 
 from fedprint.config import FEDERATED, METHODS, load_experiment, resolve_experiment
 from fedprint.config.app import refuse_dp_in_federated_runs, with_base_dir
+from fedprint.config.federation import check_methods, check_rounds
 from fedprint.config.provenance import provenance
 from fedprint.config.rundir import check_out_dir, check_run_parent, make_out_dir
 from fedprint.data.atomic_io import write_json, write_text
@@ -154,13 +155,54 @@ def check_partitions(cfg, records: Sequence, parts: Sequence, *, source: str) ->
     return rows
 
 
-def check(config: str | Path, *, progress: bool = True) -> list[dict[str, Any]]:
-    """``fedprint simulate --check``: load, partition and split the experiment; nothing trained, no run
-    directory (synthetic sources are generated into their data cache, as the real run would)."""
+def refuse_client_dp_methods(cfg, methods: Sequence[str], source: str) -> None:
+    """Under ``[dp] level = "client"`` refuse every federated method client-level DP is not implemented for
+    (:func:`fedprint.server.dp_affr.refuse_client_dp_method`), before any work; ``local`` / ``centralized`` pass."""
+    if not (cfg.dp.enabled and cfg.dp.level == "client"):
+        return
+    from fedprint.server.dp_affr import refuse_client_dp_method
+
+    for m in methods:
+        if m in FEDERATED:
+            try:
+                refuse_client_dp_method(m)
+            except ValueError as exc:
+                raise ValueError(f"{source}: {exc}") from None
+
+
+def validated_run(config: str | Path, *, methods: Sequence[str] | None = None, rounds: int | None = None,
+                  out: str | Path | None = None) -> tuple[Path, Any, Any, int, list[str]]:
+    """Everything :func:`simulate` checks before any work, shared with :func:`check` so that ``--check`` refuses
+    what the run would: the experiment, DP settings, ``methods`` (known, each once), ``rounds``
+    (:func:`fedprint.config.federation.check_rounds`), the simulation runtime, the output folder and ``[model] init``
+    (a model file of these settings). Returns (path, config, federation, rounds, method names)."""
     path = resolve_experiment(config)
-    cfg, _ = load_experiment(path)
+    cfg, fed = load_experiment(path)
     refuse_dp_in_federated_runs(cfg, str(path))
+    chosen = list(fed.methods) if methods is None else check_methods(methods)
+    refuse_client_dp_methods(cfg, chosen, path.name)
     cfg = with_base_dir(cfg, Path.cwd())
+    rounds = fed.rounds if rounds is None else check_rounds(rounds)
+    names = method_names(chosen, fed.steps)
+    if set(chosen) & set(FEDERATED):
+        require_simulation_runtime()  # before any work or run directory
+    if out is not None:
+        check_out_dir(out)
+    else:
+        check_run_parent(cfg.run.out, f"{path.name}: [run] out")
+    try:
+        cfg.model.init_state()  # a missing, foreign or mismatched init file, before the data is generated
+    except FileNotFoundError as exc:
+        raise ValueError(f"{path.name}: [model] init: {exc}") from None
+    return path, cfg, fed, rounds, names
+
+
+def check(config: str | Path, *, methods: Sequence[str] | None = None, rounds: int | None = None,
+          out: str | Path | None = None, progress: bool = True) -> list[dict[str, Any]]:
+    """``fedprint simulate --check``: the run's own validation (:func:`validated_run`), then load, partition and
+    split the experiment; nothing trained, no run directory (synthetic sources are generated into their data
+    cache, as the real run would)."""
+    path, cfg, _, _, _ = validated_run(config, methods=methods, rounds=rounds, out=out)
     records, parts = experiment_partitions(cfg, progress=progress)
     return check_partitions(cfg, records, parts, source=path.name)
 
@@ -262,18 +304,7 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
     (['generic-c00', 'generic-c01'], True)
     >>> tmp.cleanup()
     """
-    path = resolve_experiment(config)
-    cfg, fed = load_experiment(path)
-    refuse_dp_in_federated_runs(cfg, str(path))
-    cfg = with_base_dir(cfg, Path.cwd())
-    rounds = int(rounds or fed.rounds)
-    names = method_names(list(methods or fed.methods), fed.steps)
-    if set(methods or fed.methods) & set(FEDERATED):
-        require_simulation_runtime()  # before any work or run directory
-    if out is not None:
-        check_out_dir(out)
-    else:
-        check_run_parent(cfg.run.out, f"{path.name}: [run] out")
+    path, cfg, fed, rounds, names = validated_run(config, methods=methods, rounds=rounds, out=out)
     records, parts = experiment_partitions(cfg, progress=progress)
     check_partitions(cfg, records, parts, source=path.name)  # every client can be split and paired
     run_dir = make_out_dir(out, cfg.run.out, cfg.run.name).resolve()

@@ -4,7 +4,10 @@ Run directory contents: ``config.json`` (resolved config + input pipeline), ``cl
 ``history.csv`` (loss per epoch and model), ``metrics.csv`` / ``metrics.json`` (test metrics per client),
 ``roc_<model>.csv`` and ``roc.png``, ``checkpoint_<model>.pt`` and ``report.md``. With ``[dp] enabled = true``
 every model trains with DP-SGD (``fedprint.training.dp_sgd``); ``metrics.json`` and the report then carry each model's
-privacy accounting (ε at δ, σ, C, sampling rate, steps) and the group-privacy caveat of record = pair.
+privacy accounting (ε at δ, σ, C, sampling rate, steps) and the group-privacy caveat of record = pair. The
+guarantee covers the weights only: each model file's ``privacy`` entry (:func:`fedprint.training.dp_sgd.
+release_scope`), ``released.json`` and the report list what is released outside it (threshold and score fusion
+fitted on raw validation pairs, test metrics, exact counts, every file of the run directory but the weights).
 """
 
 from __future__ import annotations
@@ -161,7 +164,8 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
             write_roc_csv(run_dir / f"roc_{name}_{c.name}.csv".replace(":", "_"), test_d, c.test_pairs.label)
         model_files[name] = export_model(run_dir / f"model_{name}.pt".replace(":", "_"), net, cfg, spec,
                                          method=name, clients=evaluated, provenance=provenance(),
-                                         metrics={"test": [r for r in rows if r["model"] == name]})
+                                         metrics={"test": [r for r in rows if r["model"] == name]},
+                                         privacy=_release_scope(cfg, hist, evaluated))
     real = real_sample_rows(model_files)
     comparison = []
     if classical_pairs > 0:
@@ -174,6 +178,8 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
     avg = {k: float(np.mean([r[k] for r in rows])) for k in ("accuracy", "eer", "roc_auc", "fmr100")}
     dp = dp_summary(cfg, {name: hist for name, (_, _, hist) in models.items()})
     write_json(run_dir / "metrics.json", {"per_client": rows, "average": avg, "train_seconds": t_train, "dp": dp})
+    if dp["enabled"]:
+        write_json(run_dir / "released.json", dp_release_manifest(dp, list(model_files)))
     plot_roc(run_dir / "roc.png", curves, title=f"{cfg.run.name} ({mode}) — test pairs")
     report = _report(cfg, mode, clients, rows, avg, history, t_train, dp, real)
     if comparison:
@@ -201,6 +207,36 @@ def dp_summary(cfg: ExperimentConfig, histories: dict[str, list[dict]]) -> dict:
             "max_epsilon": max(r["epsilon"] for r in per_model), "group_privacy": GROUP_PRIVACY_NOTE}
 
 
+def _release_scope(cfg: ExperimentConfig, hist: list[dict], clients: list[ClientData]) -> dict | None:
+    """A DP-SGD model file's ``privacy`` entry (None without DP): the final accounting, the split rule of the
+    clients trained on (``finger-hash`` under DP, :mod:`fedprint.data.hash_split`) and what it does not cover."""
+    if not cfg.dp.enabled:
+        return None
+    from fedprint.training.dp_sgd import release_scope
+
+    rules = sorted({c.split_rule for c in clients})
+    return release_scope({**{k: hist[-1][k] for k in DP_COLUMNS[1:]}, "split": "+".join(rules)})
+
+
+def dp_release_manifest(dp: dict, models: list[str]) -> dict:
+    """``released.json`` of a DP-SGD run: the weights are the only DP release; every other output of the run is
+    computed from the data without DP (issue 59 §2)."""
+    from fedprint.training.dp_sgd import release_scope
+
+    outside = release_scope({})["outside_dp_guarantee"]
+    return {
+        "released_under_dp": {f"model_{m}.pt": "state_dict (weights) only; see its privacy entry" for m in models},
+        "guarantee": dp,
+        "outside_dp_guarantee": {
+            **{f"model_*.pt {k}": v for k, v in outside.items()},
+            "metrics.csv / metrics.json / roc_*.csv / roc.png / report.md": "test metrics and ROC curves on test "
+                                                                         "fingers, validation thresholds",
+            "clients.csv": "exact finger, image and pair counts per client and part",
+            "history.csv": "training loss per epoch (on the DP pairs, without noise)",
+        },
+    }
+
+
 def _dp_section(dp: dict) -> str:
     if not dp["enabled"]:
         return ""
@@ -210,6 +246,12 @@ def _dp_section(dp: dict) -> str:
             "Opacus's accountant at the listed δ after all steps.\n\n"
             + markdown_table([{**r, "delta": f"{r['delta']:.3g}"} for r in dp["per_model"]], DP_COLUMNS)
             + f"\n**Unit of privacy.** {dp['group_privacy']}\n\n"
+            + "**Outside the guarantee.** DP-SGD protects the weights only. Released without DP: each model "
+              "file's decision threshold and score-fusion statistics (fitted on raw validation pairs; validation and "
+              "test fingers are not in the DP training set), the test metrics and ROC curves in this report and "
+              "the model files, the exact finger / image / pair counts (clients.csv, model file `data`), and the "
+              "training loss. Each model file lists them under `privacy.outside_dp_guarantee`; `released.json` "
+              "lists every file.\n\n"
             + "".join(f"**{r['model']}: the finger-level guarantee is vacuous** (δ = 1 for a finger in "
                       f"{r['pairs_per_finger']} pairs): DP-SGD here protects pairs, not fingers.\n\n"
                       for r in dp["per_model"] if r["finger_delta"] >= 1.0))
@@ -263,7 +305,8 @@ def _report(cfg, mode, clients, rows, avg, history, seconds, dp, real) -> str:
         + ("; `eer_fpdfsn_probes`: the same test pairs with FP-DFSN-processed probes\n" if cfg.fpdfsn.enabled
            else "\n")
         + f"- split protocol: **{cfg.data.protocol}-set** (open-set: test fingers never seen in training); "
-        "decision threshold chosen on each client's validation pairs, never on test pairs\n"
+        + ("split by a keyed hash per finger (removing a finger moves no other finger); " if dp["enabled"] else "")
+        + "decision threshold chosen on each client's validation pairs, never on test pairs\n"
         f"- wall time (data + training): {seconds:.0f} s\n\n"
         "## Data per client\n\n"
         + markdown_table([c.summary() for c in clients],

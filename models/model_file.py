@@ -21,6 +21,10 @@ Contents (``FORMAT`` = ``"fedprint-model/1"``):
 * ``minutiae_fusion`` (optional) — how to fuse the embedding with a classical minutiae matcher (the z-score sum:
   each score's mean and standard deviation on calibration pairs and a fused threshold); written only by
   ``fedprint calibrate --score minutiae`` (:mod:`fedprint.recognition.minutiae_fusion`);
+* ``privacy`` (optional) — written for a DP-SGD model (``fedprint train`` with ``[dp]``,
+  :func:`fedprint.training.dp_sgd.release_scope`): the guarantee, what it covers (``covered_by_dp``: the weights) and
+  ``outside_dp_guarantee``, every other entry of the file that was computed from data without DP (threshold,
+  score fusion, test metrics, exact counts) and why;
 * ``method``, ``metrics`` (test metrics of the run that wrote it), ``data`` (what it was trained on),
   ``provenance`` (command, FedPrint version, git commit, package versions; see
   :mod:`fedprint.config.provenance`).
@@ -45,6 +49,7 @@ import torch
 from torch import nn
 
 from fedprint.models.preprocess import InputSpec, describe
+from fedprint.models.score_range import FUSION_KEYS, GLOBAL_RANGE, check_fusion, check_threshold
 from fedprint.models.siamese import build_encoder
 
 FORMAT = "fedprint-model/1"
@@ -75,7 +80,8 @@ class VerifierModel:
 def model_bytes(encoder: nn.Module, *, encoder_name: str, embedding_dim: int, spec: InputSpec,
                 threshold: float | None, threshold_source: str = "", method: str = "",
                 metrics: dict | None = None, data: dict | None = None, provenance: dict | None = None,
-                encoder_kwargs: dict | None = None, score_fusion: dict | None = None) -> bytes:
+                encoder_kwargs: dict | None = None, score_fusion: dict | None = None,
+                privacy: dict | None = None) -> bytes:
     """Serialise a model file (write it with :func:`fedprint.data.atomic_io.atomic_write_bytes`).
 
     Parameters
@@ -94,6 +100,8 @@ def model_bytes(encoder: nn.Module, *, encoder_name: str, embedding_dim: int, sp
         Free-form, JSON-like descriptions (see module docstring).
     score_fusion : dict or None
         :func:`fedprint.models.dense_match.fusion_calibration` of the model's validation pairs (None: none stored).
+    privacy : dict or None
+        A DP model's release scope (module docstring, ``privacy``); None: none stored.
     """
     if threshold is not None and not math.isfinite(float(threshold)):
         raise ValueError(f"threshold: expected a finite distance or None, got {threshold!r}")
@@ -107,6 +115,8 @@ def model_bytes(encoder: nn.Module, *, encoder_name: str, embedding_dim: int, sp
     }
     if score_fusion is not None:
         payload["score_fusion"] = dict(score_fusion)
+    if privacy is not None:
+        payload["privacy"] = dict(privacy)
     buf = io.BytesIO()
     torch.save(payload, buf)
     return buf.getvalue()
@@ -289,6 +299,16 @@ def _read_payload(path: Path) -> dict:
     return payload
 
 
+def _check_thresholds(path: Path, payload: dict) -> None:
+    """Every stored threshold within the range of its score, every stored fusion usable (:mod:`.score_range`)."""
+    if payload["threshold"] is not None:
+        check_threshold(payload["threshold"], *GLOBAL_RANGE, f"{path}: threshold")
+    for kind, key in FUSION_KEYS.items():
+        if payload.get(key) is not None:
+            lo, hi = check_fusion(payload[key], kind, f"{path}: ")
+            check_threshold(payload[key]["threshold"], lo, hi, f"{path}: {key}.threshold", f"{kind}-score")
+
+
 def _model_of(path: Path, payload: dict) -> VerifierModel:
     """The model a read payload describes; raises ValueError naming ``path`` when it is unusable."""
     try:
@@ -301,6 +321,7 @@ def _model_of(path: Path, payload: dict) -> VerifierModel:
     t = payload["threshold"]
     if t is not None and (isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t)):
         raise ValueError(f"{path}: the model's threshold must be a finite distance or absent, got {t!r}")
+    _check_thresholds(path, payload)
     bad = [k for k, v in payload["state_dict"].items()
            if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
     if bad:

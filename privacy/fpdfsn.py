@@ -3,8 +3,10 @@
 Pipeline for a gray uint8 image I (client side, before training):
 
 1. **Sharpen** (Eq. 8): Gaussian high-pass H = 1 − exp(−D²/(2·D0²)) on the centred spectrum (:func:`sharpen`).
-2. **Minutiae** by crossing number (Eq. 9) on the sharpened image, dropping those closer than T_d to the
-   foreground border (:func:`fedprint.data.minutiae.extract_minutiae`).
+2. **Minutiae** (Eq. 9) on the sharpened image, dropping those closer than T_d to the foreground border
+   (:func:`fedprint.data.minutiae_border.extract_within_border`), by the backend ``FPDFSNParams.backend``
+   (``[minutiae] backend``; :mod:`fedprint.data.minutiae_backends`): MINDTCT (nbis-py) by default where installed,
+   the paper's crossing number otherwise. The noise lands where the chosen extractor finds minutiae.
 3. **Noise and difference** (Eq. 10): I_noisy = I + N(0, σ²) on a disk of radius r around every minutia
    (elsewhere I), I_diff = I − β·I_noisy (:func:`apply_difference`). As in the paper, I is the *original*
    image; the sharpened image only serves minutiae extraction. So β = 0 returns I unchanged.
@@ -37,6 +39,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import ndimage
 
+from fedprint.data.minutiae_backends import resolve_backend
+
 
 @dataclass(frozen=True)
 class FPDFSNParams:
@@ -63,6 +67,12 @@ class FPDFSNParams:
         ``skimage.util.random_noise``'s default Gaussian mode.
     beta : float
         β of Eq. 10, in [0, 1]. Default 0.5 (the paper's value).
+    backend : str
+        The minutiae extractor of step 2 (:mod:`fedprint.data.minutiae_backends`): ``"auto"`` (default) is
+        resolved on construction to what it means here (``"nbis"`` where nbis-py is installed, else
+        ``"crossing"``, the paper's crossing number), so the parameters, and a cache key built from them, name
+        the extractor actually used. MINDTCT and LEADER get the T_d filter applied to their output
+        (:func:`fedprint.data.minutiae_border.keep_within_border`); images are taken as 500 dpi.
     """
 
     d0: float = 10.0
@@ -70,8 +80,11 @@ class FPDFSNParams:
     radius: float = 8.0
     sigma2: float = 650.25
     beta: float = 0.5
+    backend: str = "auto"
 
     def __post_init__(self) -> None:
+        # frozen: "auto" is replaced by its meaning here, so equal params mean the same extractor
+        object.__setattr__(self, "backend", resolve_backend(self.backend, "backend"))
         for name in ("d0", "radius", "sigma2", "beta"):
             value = getattr(self, name)
             # numbers.Real also admits numpy scalars (e.g. a β read from a numpy array of per-client values)
@@ -93,7 +106,7 @@ class FPDFSNParams:
     def to_dict(self) -> dict:
         """Plain-JSON form (used as part of the cache key)."""
         d = asdict(self)
-        return {k: (int(v) if k == "border" else float(v)) for k, v in d.items()}
+        return {k: (int(v) if k == "border" else v if k == "backend" else float(v)) for k, v in d.items()}
 
 
 @dataclass(frozen=True)
@@ -110,12 +123,15 @@ class FPDFSNResult:
         n; 0 means the noise step was a no-op and ``image`` is round((1 − β)·I).
     noise_mask : ndarray, bool, shape (H, W)
         Pixels that received noise (union of the disks of radius ``params.radius``).
+    backend : str or None
+        The minutiae backend that found ``minutiae`` (``params.backend``); None for a caller's own extractor.
     """
 
     image: np.ndarray
     minutiae: np.ndarray
     n_minutiae: int
     noise_mask: np.ndarray
+    backend: str | None = None
 
 
 def _check_image(image: np.ndarray, name: str = "image") -> np.ndarray:
@@ -209,10 +225,21 @@ def to_uint8(i_diff: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(i_diff), 0, 255).astype(np.uint8)
 
 
-def _default_extractor() -> Callable[..., np.ndarray]:
-    from fedprint.data.minutiae import extract_minutiae
+def minutiae_extractor(backend: str = "auto") -> Callable[..., np.ndarray]:
+    """Step 2 by ``backend``: ``extractor(uint8 image, border=T_d) -> (n, 4)`` table x, y, direction, type.
 
-    return extract_minutiae
+    ``"crossing"`` is :func:`fedprint.data.minutiae.extract_minutiae` with ``border`` itself (the paper's Eq. 9);
+    the other backends' output is filtered by the same T_d (:mod:`fedprint.data.minutiae_border`).
+    """
+    from fedprint.data.minutiae_border import extract_within_border
+
+    name = resolve_backend(backend, "backend")
+
+    def extractor(image: np.ndarray, *, border: int = 10) -> np.ndarray:
+        return extract_within_border(image, name, border=border)[:, :4]
+
+    extractor.backend = name
+    return extractor
 
 
 def fpdfsn(
@@ -238,7 +265,7 @@ def fpdfsn(
         Source of the Gaussian noise (an int seeds a new generator).
     extractor : callable, optional
         ``extractor(uint8 image, border=T_d) -> (n, 4)`` minutiae table; default
-        :func:`fedprint.data.minutiae.extract_minutiae` (crossing number, Eq. 9).
+        :func:`minutiae_extractor` of ``params.backend``.
 
     Returns
     -------
@@ -287,7 +314,8 @@ def fpdfsn(
     _check_image(image)
     params = FPDFSNParams() if params is None else params
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    extractor = _default_extractor() if extractor is None else extractor
+    backend = params.backend if extractor is None else None
+    extractor = minutiae_extractor(params.backend) if extractor is None else extractor
 
     sharpened = to_uint8(sharpen(image, params.d0))
     minutiae = np.asarray(extractor(sharpened, border=params.border), dtype=np.float64)
@@ -298,7 +326,8 @@ def fpdfsn(
                          f"got shape {minutiae.shape}")
     mask = neighbourhood_mask(image.shape, minutiae, params.radius)
     i_diff = apply_difference(image, mask, params.beta, params.sigma2, rng)
-    return FPDFSNResult(image=to_uint8(i_diff), minutiae=minutiae, n_minutiae=len(minutiae), noise_mask=mask)
+    return FPDFSNResult(image=to_uint8(i_diff), minutiae=minutiae, n_minutiae=len(minutiae), noise_mask=mask,
+                        backend=backend)
 
 
 def invert_fpdfsn(i_diff: np.ndarray, beta: float) -> np.ndarray:

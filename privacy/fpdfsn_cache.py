@@ -1,13 +1,15 @@
 """Memory + disk cache of FP-DFSN outputs, so repeated federated rounds do not recompute them.
 
 Key = SHA-256 over (image shape, dtype and bytes, :class:`~fedprint.privacy.fpdfsn.FPDFSNParams` as JSON, seed, name of
-the compute function). The noise generator for an entry is seeded with ``[seed, first 8 bytes of the image
+the compute function). The parameters include the minutiae backend (``FPDFSNParams.backend``, already resolved
+from ``"auto"``), so an entry made with one extractor is never served for another: where the noise lands depends
+on it. The noise generator for an entry is seeded with ``[seed, first 8 bytes of the image
 hash]``, so the same ``seed`` used for a whole dataset still gives each distinct image its own noise, while
 the output is a pure function of (image, params, seed) — independent of call order and of the cache.
 
-On disk each entry is one ``<key>.npz`` (output image, minutiae, noise mask, and the key fields as JSON for
-inspection), written to a temporary file in the same directory and renamed into place (atomic on POSIX), so
-concurrent clients sharing a directory never read a half-written entry.
+On disk each entry is one ``<key>.npz`` (output image, minutiae, noise mask, the backend that found the minutiae,
+and the key fields as JSON for inspection), written to a temporary file in the same directory and renamed into
+place (atomic on POSIX), so concurrent clients sharing a directory never read a half-written entry.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from fedprint.data.atomic_io import temp_file_beside
 from fedprint.privacy.fpdfsn import FPDFSNParams, FPDFSNResult, _check_image, fpdfsn
 
 #: Bumped when the stored format or the FP-DFSN computation changes, so stale entries are not reused.
-CACHE_VERSION = 1
+#: 2: the minutiae backend in the key and the entry (issue 57).
+CACHE_VERSION = 2
 
 
 def image_hash(image: np.ndarray) -> str:
@@ -132,9 +135,9 @@ class FPDFSNCache:
             return None
         with np.load(path, allow_pickle=False) as z:
             minutiae = z["minutiae"].reshape(-1, 4)
-            return FPDFSNResult(
-                image=z["image"], minutiae=minutiae, n_minutiae=len(minutiae), noise_mask=z["noise_mask"]
-            )
+            backend = str(z["backend"]) or None
+            return FPDFSNResult(image=z["image"], minutiae=minutiae, n_minutiae=len(minutiae),
+                                noise_mask=z["noise_mask"], backend=backend)
 
     def _store(self, key: str, fields: dict, result: FPDFSNResult) -> None:
         path = self._path(key)
@@ -148,6 +151,7 @@ class FPDFSNCache:
                     image=result.image,
                     minutiae=result.minutiae,
                     noise_mask=result.noise_mask,
+                    backend=np.array(result.backend or ""),
                     key_fields=np.array(json.dumps(fields, sort_keys=True)),
                 )
             os.replace(tmp, path)

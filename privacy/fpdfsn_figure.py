@@ -63,8 +63,8 @@ def fpdfsn_figure(
     Returns
     -------
     dict
-        Per profile: ``n_minutiae``, ``mask_fraction``, ``output`` (similarity of the FP-DFSN output to the
-        original) and ``recovered`` (similarity of the β-inverted output to the original).
+        Per profile: ``n_minutiae``, ``minutiae_backend``, ``mask_fraction``, ``output`` (similarity of the FP-DFSN
+        output to the original) and ``recovered`` (similarity of the β-inverted output to the original).
     """
     if not images:
         raise ValueError("images: expected at least one profile")
@@ -84,7 +84,8 @@ def fpdfsn_figure(
         sim_rec = image_similarity(image, recovered)
         outside = ~res.noise_mask
         sim_rec["psnr_outside_mask"] = psnr(image, recovered, outside) if outside.any() else float("nan")
-        numbers[name] = {"n_minutiae": res.n_minutiae, "mask_fraction": float(res.noise_mask.mean()),
+        numbers[name] = {"n_minutiae": res.n_minutiae, "minutiae_backend": res.backend,
+                         "mask_fraction": float(res.noise_mask.mean()),
                          "output": sim_out, "recovered": sim_rec}
 
         overlay = np.stack([image] * 3, axis=-1).astype(np.float64) / 255.0
@@ -105,7 +106,8 @@ def fpdfsn_figure(
             axes[r, 2].scatter(m[bif, 0], m[bif, 1], s=10, marker="s", facecolors="none",
                                edgecolors="yellow", linewidths=0.8, label="bifurcation")
         axes[r, 0].set_ylabel(f"{name}\n{image.shape[1]}×{image.shape[0]}", fontsize=9)
-        axes[r, 2].set_xlabel(f"n = {res.n_minutiae}, mask {100 * res.noise_mask.mean():.1f}%", fontsize=8)
+        axes[r, 2].set_xlabel(f"n = {res.n_minutiae} ({res.backend}), mask {100 * res.noise_mask.mean():.1f}%",
+                              fontsize=8)
         for c, sim in ((3, sim_out), (4, sim_rec)):
             axes[r, c].set_xlabel(_label(sim), fontsize=8)
     lpips_missing = any(v["output"].get("lpips") is None for v in numbers.values())
@@ -134,6 +136,9 @@ def main(argv: list[str] | None = None) -> None:
     for field in ("d0", "radius", "sigma2", "beta"):
         ap.add_argument(f"--{field}", type=float, default=getattr(defaults, field))
     ap.add_argument("--border", type=int, default=defaults.border)
+    ap.add_argument("--minutiae-backend", default="auto",
+                    help="minutiae extractor: auto (nbis where nbis-py is installed, else crossing), nbis, leader or "
+                         "crossing (fedprint.data.minutiae_backends)")
     args = ap.parse_args(argv)
     images = {}
     for spec in args.images:
@@ -143,12 +148,13 @@ def main(argv: list[str] | None = None) -> None:
             raise ValueError(f"cannot read image file {path}")
         images[name] = img
     params = FPDFSNParams(
-        d0=args.d0, border=args.border, radius=args.radius, sigma2=args.sigma2, beta=args.beta
+        d0=args.d0, border=args.border, radius=args.radius, sigma2=args.sigma2, beta=args.beta,
+        backend=args.minutiae_backend,
     )
     numbers = fpdfsn_figure(images, params, args.out, args.seed, dpi=args.dpi)
     for name, v in numbers.items():
         o, rcv = v["output"], v["recovered"]
-        print(f"{name}: n_minutiae={v['n_minutiae']} mask={v['mask_fraction']:.3f} "
+        print(f"{name}: n_minutiae={v['n_minutiae']} ({v['minutiae_backend']}) mask={v['mask_fraction']:.3f} "
               f"output PSNR={o['psnr']:.2f} SSIM={o['ssim']:.3f} LPIPS={o['lpips']} | "
               f"recovered PSNR={rcv['psnr']:.2f} (outside mask {rcv['psnr_outside_mask']:.2f}) "
               f"SSIM={rcv['ssim']:.3f}")

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import math
 import os
 import time
@@ -138,6 +139,10 @@ class Ledger:
         At most this much ε per unit in every w consecutive releases (a rate limit, not a guarantee).
     """
 
+    #: Seconds a reservation or commit waits for another process's lock on the ledger before it gives up
+    #: (:class:`LedgerBusy`); set it on the instance to change it.
+    lock_timeout: float = 60.0
+
     def __init__(self, path: str | Path, total_epsilon: float, total_delta: float = 0.0,
                  window: int | None = None, window_epsilon: float | None = None) -> None:
         self.path = Path(path)
@@ -212,7 +217,7 @@ class Ledger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         dir_fd = os.open(self.path.parent, os.O_RDONLY)  # lock the directory: no lock file to leave behind
         try:
-            fcntl.flock(dir_fd, fcntl.LOCK_EX)
+            _acquire(dir_fd, self.path, self.lock_timeout)
             data = self._read()
             self._same_config(data)  # the stored cap, fixed by the creator, is the one every check uses
             yield data or {"format": FORMAT, "version": VERSION, "config": self._config(), "releases": []}
@@ -321,6 +326,60 @@ class Ledger:
     def remaining(self, unit: str) -> float:
         """Finger-level ε ``unit`` may still spend under the total budget."""
         return max(self.total_epsilon - self.spent(unit)[0], 0.0)
+
+
+class LedgerBusy(TimeoutError):
+    """Another process held the ledger's lock for longer than the wait allowed (nothing was reserved or charged)."""
+
+
+def lock_holders(folder: Path) -> list[int]:
+    """Process ids holding an ``flock`` on ``folder`` (from Linux's ``/proc/locks``; empty where it cannot tell)."""
+    try:
+        st = os.stat(folder)
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return []
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == want and parts[4].isdigit():
+            pids.append(int(parts[4]))
+    return [p for p in dict.fromkeys(pids) if p != os.getpid()]
+
+
+def _describe(pids: list[int]) -> str:
+    """``process 123 (fedprint publish ...)`` for each holder, or "another process"."""
+    out = []
+    for pid in pids:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            cmd = ""
+        out.append(f"process {pid}" + (f" ({cmd[:80]})" if cmd else ""))
+    return ", ".join(out) or "another process"
+
+
+def _acquire(dir_fd: int, path: Path, timeout: float) -> None:
+    """Lock the ledger's folder; while another process holds it, say (once, on the log) whom this one waits for and
+    give up with :class:`LedgerBusy` after ``timeout`` seconds."""
+    try:
+        fcntl.flock(dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    who = _describe(lock_holders(path.parent))
+    logging.getLogger(__name__).warning("ledger %s is locked by %s; waiting up to %g s for it", path, who, timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        time.sleep(0.05)
+        try:
+            fcntl.flock(dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise LedgerBusy(f"ledger {path}: still locked by {who} after {timeout:g} s; nothing was charged. "
+                                 "Run again when it has finished (or raise --lock-timeout)") from None
 
 
 _CONFIG_KEYS = {"total_epsilon", "total_delta", "window", "window_epsilon"}

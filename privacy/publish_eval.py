@@ -3,8 +3,9 @@
 For every mechanism x variant x ε, each probe impression (impression 1 of a finger) is published and the release
 is compared with the original and with the unprotected gallery (impression 0 of every finger):
 
-(a) minutiae retained — the fraction of the original probe's minutiae (:func:`fedprint.data.minutiae.extract_minutiae`)
-    matched one-to-one within ``tolerance`` px (:func:`fedprint.data.realism.match_points`) by the minutiae extracted
+(a) minutiae retained — the fraction of the original probe's minutiae (by ``minutiae_backend``,
+    :mod:`fedprint.data.minutiae_backends`; the same minutiae the point-set and region mechanisms protect) matched
+    one-to-one within ``tolerance`` px (:func:`fedprint.data.realism.match_points`) by the minutiae extracted
     from
     the released image, or by the released point set itself for point-set mechanisms (Liu, Zhi et al.'s matching
     rate); minutiae precision — the fraction of the *released* minutiae so matched (the closest reading of their
@@ -41,7 +42,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from fedprint.data.minutiae import extract_minutiae
+from fedprint.data.minutiae_backends import extract, resolve_backend
 from fedprint.data.realism import match_points
 from fedprint.data.record import FingerprintRecord
 from fedprint.models.metrics import eer
@@ -53,7 +54,8 @@ NOT_RUN = "not run"
 NOT_APPLICABLE = "n/a"
 RESULT_COLUMNS = ["mechanism", "variant", "epsilon", "epsilon_unit", "mean_epsilon", "status", "n_probes",
                   "n_released", "n_refused", "dp", "spent_epsilon", "minutiae_retained", "minutiae_precision",
-                  "psnr", "ssim", "eer_siamese", "eer_classical", "rank1_siamese", "rank1_classical"]
+                  "psnr", "ssim", "eer_siamese", "eer_classical", "rank1_siamese", "rank1_classical",
+                  "minutiae_backend"]
 #: Metrics plotted against ε (column, axis label).
 PLOT_METRICS = [("minutiae_retained", "minutiae retained"), ("ssim", "SSIM"), ("psnr", "PSNR (dB)"),
                 ("eer_siamese", "EER (Siamese)"), ("eer_classical", "EER (classical)")]
@@ -165,6 +167,7 @@ def publish_eval(
     data_label: str = "",
     rng: np.random.Generator | None = None,
     progress: bool = True,
+    minutiae_backend: str | None = "auto",
 ) -> Path:
     """Publish every probe with every mechanism x variant x ε and measure usability; write the outputs.
 
@@ -199,12 +202,16 @@ def publish_eval(
         Tests only: the noise source of every release. Default: OS entropy, a fresh generator per row.
     progress : bool
         tqdm bar over releases.
+    minutiae_backend : {"auto", "nbis", "leader", "crossing"}
+        Extractor of the probes' minutiae (what the mechanisms protect, and the reference of "retained") and of
+        the released images' minutiae; named in the report and in ``results.csv``.
 
     Returns
     -------
     Path
         ``out_dir / "results.csv"``.
     """
+    backend = resolve_backend(minutiae_backend)
     mechanisms = list(registry.known() if mechanisms is None else mechanisms)
     for m in mechanisms:
         registry.releases_points(m)  # unknown -> ValueError listing the known ones
@@ -221,7 +228,10 @@ def publish_eval(
     gallery, probes = split_gallery_probes(records, n_images, seed)
     gallery_ids = [g.identity for g in gallery]
     labels = _pair_labels([p.identity for p in probes], gallery_ids)
-    orig_minutiae = [extract_minutiae(p.image) for p in probes]
+    def minutiae_of(image: np.ndarray) -> np.ndarray:
+        return extract(image, backend)[:, :4]
+
+    orig_minutiae = [minutiae_of(p.image) for p in probes]
 
     scorer = SiameseScorer(checkpoint) if checkpoint is not None else None
     gallery_emb = scorer.embed([g.image for g in gallery], [g.dpi for g in gallery]) if scorer else None
@@ -252,7 +262,7 @@ def publish_eval(
                     "mean_epsilon": math.inf, "status": "ok", "n_probes": len(probes), "n_released": len(probes),
                     "n_refused": 0, "dp": "", "spent_epsilon": 0.0, "minutiae_retained": 1.0,
                     "minutiae_precision": 1.0, "psnr": math.inf, "ssim": 1.0,
-                    **verification([p.image for p in probes])})
+                    **verification([p.image for p in probes]), "minutiae_backend": backend})
 
     bar = tqdm(total=len(mechanisms) * len(variants) * len(epsilons) * len(probes), desc="publish-eval releases",
                disable=not progress)
@@ -278,7 +288,7 @@ def publish_eval(
                         bar.update()
                         continue
                     statements.setdefault((mech, variant), (e_img, pub.guarantee.statement()))
-                    pts = pub.points if is_points else extract_minutiae(pub.image)
+                    pts = pub.points if is_points else minutiae_of(pub.image)
                     hits = match_points(pts, m0, tolerance)
                     frac = hits / len(m0) if len(m0) else math.nan
                     prec = hits / len(pts) if len(pts) else math.nan
@@ -316,7 +326,8 @@ def publish_eval(
                                 "mean_epsilon": _mean(used), "status": status, "n_probes": len(probes),
                                 "n_released": n_ok, "n_refused": len(reasons), "dp": (all(dps) if dps else ""),
                                 "spent_epsilon": _mean(spent), "minutiae_retained": _mean(retained),
-                                "minutiae_precision": _mean(precision), "psnr": q_psnr, "ssim": q_ssim, **ver})
+                                "minutiae_precision": _mean(precision), "psnr": q_psnr, "ssim": q_ssim, **ver,
+                                "minutiae_backend": backend})
     bar.close()
 
     path = out / "results.csv"
@@ -331,7 +342,8 @@ def publish_eval(
         _plot(out / f"plot_{v}.png", [r for r in results if r["variant"] == v], v)
     (out / "report.md").write_text(_report(results, variants, mechanisms, epsilons, statements, len(probes),
                                            len(gallery), checkpoint, classical, tolerance, epsilon_unit, data_label,
-                                           "OS entropy" if rng is None else "a generator injected by the caller"))
+                                           "OS entropy" if rng is None else "a generator injected by the caller",
+                                           backend))
     return path
 
 
@@ -407,15 +419,16 @@ def _plot(path: Path, rows: list[dict], variant: str) -> None:
 
 
 def _report(results, variants, mechanisms, epsilons, statements, n_probes, n_gallery, checkpoint, classical,
-            tolerance, epsilon_unit, data_label, noise) -> str:
+            tolerance, epsilon_unit, data_label, noise, backend) -> str:
     key = {(r["mechanism"], r["variant"], r["epsilon"]): r for r in results}
     base = results[0]
     unit = "ε given per image" if epsilon_unit == "absolute" else "grid value k means ε = k·m·n/256 per m×n image"
     lines = ["# Publication usability benchmark (`fedprint publish-eval`)", "",
              f"Data: {data_label or 'records given through the Python API'}; ε grid: {unit}. Noise: {noise}.", "",
              f"{n_probes} probes (impression 1) against an unprotected gallery of {n_gallery} fingers "
-             f"(impression 0). Minutiae retained: fraction of the original probe's minutiae matched within "
-             f"{tolerance:g} px. EER (Siamese): {'checkpoint ' + str(checkpoint) if checkpoint else NOT_RUN}; "
+             f"(impression 0). Minutiae by the `{backend}` backend (fedprint.data.minutiae_backends). Minutiae "
+             f"retained: fraction of the original probe's minutiae matched within {tolerance:g} px. EER "
+             f"(Siamese): {'checkpoint ' + str(checkpoint) if checkpoint else NOT_RUN}; "
              f"EER (classical, afis Bozorth3): {'run' if classical else NOT_RUN}. Point-set mechanisms release no "
              f"image, so PSNR/SSIM/EER are n/a for them.", "",
              f"Unprotected baseline: EER Siamese {_fmt(base['eer_siamese'])}, EER classical "

@@ -45,7 +45,7 @@ from fedprint.models.metrics import (
 from fedprint.models.model_file import VerifierModel
 from fedprint.models.preprocess import to_tensor_batch
 from fedprint.recognition.minutiae_fusion import fused_scores, matcher_of, minutiae_fusion_of, minutiae_scores
-from fedprint.recognition.quality import MIN_QUALITY, check_quality, print_quality
+from fedprint.recognition.quality import MIN_QUALITY, check_quality, gate
 
 PROTOCOLS = ("fvc", "all")
 #: Operating points :func:`evaluate` reports thresholds for: name -> target FMR (None: the EER point), and the
@@ -109,6 +109,34 @@ def fused_distances(model: VerifierModel, records: Sequence[FingerprintRecord], 
     return _fused_distances(model, model_inputs(model, records), pairs.a, pairs.b)
 
 
+def resolve_score(model: VerifierModel, score: str) -> tuple[str, str]:
+    """The score ``score`` stands for, and why: ``"auto"`` is ``"minutiae"`` (the embedding fused with the
+    classical matcher) when the model file stores that calibration and its matcher is installed, else ``"global"``
+    (the embedding alone); any other name stands for itself.
+
+    Examples
+    --------
+    >>> from fedprint.models.model_file import load_model, pretrained_path
+    >>> resolve_score(load_model(pretrained_path()), "global")
+    ('global', 'asked for')
+    """
+    if score != "auto":
+        if score not in SCORES:
+            raise ValueError(f"--score: expected auto or one of {', '.join(SCORES)}, got {score!r}")
+        return score, "asked for"
+    from fedprint.data.minutiae_matchers import DESCRIPTIONS, available
+
+    cal = model.meta.get("minutiae_fusion")
+    if not cal:
+        return "global", ("auto: the model file stores no minutiae-fusion calibration (fedprint calibrate --score "
+                          "minutiae makes one)")
+    matcher = matcher_of(cal)
+    if not available(matcher):
+        return "global", (f"auto: the model file's fusion needs {DESCRIPTIONS[matcher]}, not installed here "
+                          "(pip install 'fedprint[classical]')")
+    return "minutiae", f"auto: the embedding fused with {DESCRIPTIONS[matcher]}, as the model file is calibrated"
+
+
 def _finite_threshold(model: VerifierModel, threshold: float | None) -> float | None:
     t = model.threshold if threshold is None else threshold
     if t is not None and (isinstance(t, bool) or not isinstance(t, int | float) or not np.isfinite(t)):
@@ -140,11 +168,12 @@ def quality_gate(records: Sequence[FingerprintRecord], min_quality: float = MIN_
         q = check_quality([r.image for r in records], [r.dpi for r in records], names, min_quality)
         return list(records), q
     check_quality([], [], [], min_quality)  # validates min_quality
-    q = np.array([print_quality(r.image, r.dpi) for r in records], dtype=np.float64)
-    keep = q >= min_quality
+    judged = [gate(r.image, r.dpi, min_quality) for r in records]
+    q = np.array([v for v, _ in judged], dtype=np.float64)
+    keep = np.array([why is None for _, why in judged], dtype=bool)
     if report is not None:
-        report.extend((n, f"no fingerprint found: quality {v:.2f} < {min_quality:g}")
-                      for n, v, k in zip(names, q, keep, strict=True) if not k)
+        report.extend((n, f"no fingerprint found: {why}") for n, (_, why) in zip(names, judged, strict=True)
+                      if why is not None)
     return [r for r, k in zip(records, keep, strict=True) if k], q[keep]
 
 

@@ -13,7 +13,10 @@ killed at, ``state.json`` points to a complete model; older arrays files are del
 ``dp_releases.json`` is not rolled back by a resume: Flower sends round t's model to the clients (evaluation)
 before round t's checkpoint exists, so a run killed in that window re-runs round t with fresh noise — a second
 release of the same data. Each release is appended here (atomically) before its model leaves the server, and the
-accountant composes every entry (:meth:`fedprint.server.dp_affr.DPAFFR.accounting`).
+accountant composes every entry (:meth:`fedprint.server.dp_affr.DPAFFR.accounting`). The log is trusted only as far
+as the checkpoint vouches for it: a DP strategy's state records ``releases_logged`` and its rounds done, and a
+resume whose log holds fewer releases, or none for a round done, is refused naming the gap
+(:meth:`fedprint.server.dp_affr.DPAFFR.load_state_dict`).
 """
 
 from __future__ import annotations

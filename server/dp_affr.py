@@ -23,6 +23,12 @@
   append_release`), so a round re-run after a crash in that window counts twice. :meth:`DPAFFR.accounting`
   composes the recorded releases (:func:`fedprint.privacy.client_dp.composed_epsilon`); a resume with different ``[dp]``
   settings is refused, naming the difference (:meth:`DPAFFR.load_state_dict`).
+* **A resume needs the whole log.** The checkpoint's state records how many releases were logged when it was
+  written (``releases_logged``) and its rounds done; a resume is refused, naming the gap, unless the log restored
+  (:meth:`DPAFFR.restore_releases`) holds at least that many releases and one for every round 1..rounds done
+  (a deleted or truncated ``dp_releases.json`` would under-report ε: 1 release and ε 7.08 reported for 2 rounds
+  whose ε is 10.73, issue 59 §4). What this cannot see: a release made after the last checkpoint (a round killed
+  between its release and its checkpoint) whose log entry is then deleted — the log alone records it.
 
 The proof and what is not protected are in :mod:`fedprint.privacy.client_dp`. Noise comes from OS entropy (``secrets``)
 and is never stored; tests inject a generator through ``rng``.
@@ -50,6 +56,31 @@ NO_REPLY = "no reply (time-out, lost node or crash)"
 
 #: The ``[dp]`` settings a resumed run must keep (name in the state -> attribute).
 DP_SETTINGS = ("noise_multiplier", "gap_noise_multiplier", "clip", "alpha_cap", "delta")
+
+#: Federated methods client-level DP is implemented for: DP-FedAvg (step 0) and DP-AFFR.
+CLIENT_DP_METHODS = ("fedavg", "affr")
+
+#: Why each other method is refused under ``[dp] level = "client"`` (built as DPAFFR it would be DP-FedAvg).
+_NOT_CLIENT_DP = {
+    "fedprox": "its proximal local objective is not part of the DP mechanism",
+    "fedala": "its adaptive local aggregation keeps a personalised model per client",
+    "feddbe": "its domain bias eliminator keeps personalised client-side state",
+    "fedas": "its parameter alignment and client synchronisation personalise each client's model",
+}
+
+
+def refuse_client_dp_method(method: str) -> None:
+    """Raise ValueError (one line naming the method and why) unless client-level DP is implemented for ``method``.
+
+    Only DP-FedAvg and DP-AFFR are implemented (:class:`DPAFFR`); any other method would run as DP-FedAvg under its
+    own name, so a report would credit it with results and a guarantee that are DP-FedAvg's (issue 59 §6).
+    """
+    if method in CLIENT_DP_METHODS:
+        return
+    why = _NOT_CLIENT_DP.get(method, "it has no client-level DP implementation")
+    raise ValueError(f"[dp] level = \"client\": client-level DP is implemented for fedavg and affr only, not {method} "
+                     f"({why}; it would run as DP-FedAvg under the name {method}); leave {method} out of the "
+                     "methods or set [dp] enabled = false")
 
 
 def sampling_statement(fraction_train: float, cohort_sizes: Iterable[int] = ()) -> str:
@@ -115,11 +146,16 @@ class DPAFFR(AFFR):
         self.releases: list[dict[str, Any]] = []
         self.on_release: Callable[[dict[str, Any]], None] | None = None
         self._plan: dict[int, str] | None = None
+        self._restored = False  # restore_releases was called (even with an empty log)
+        self._expected_log: tuple[int, int] | None = None  # (rounds done, releases logged) of a loaded checkpoint
 
     # ------------------------------------------------------------------ cohort
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
         """AFFR's configure_train, then the cohort plan: node -> label, fixed before any reply arrives."""
+        if self._expected_log is not None and not self._restored:
+            raise RuntimeError("a resumed client-level DP run must restore its release log (restore_releases) "
+                               "before its first round: without it ε would count only the new releases")
         msgs = list(super().configure_train(server_round, arrays, config, grid))
         plan: dict[int, str] = {}
         for node in sorted(int(m.metadata.dst_node_id) for m in msgs):
@@ -239,7 +275,9 @@ class DPAFFR(AFFR):
         return {k: getattr(self, k) for k in DP_SETTINGS}
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "dp": self.dp_settings()}
+        """AFFR's state, the ``[dp]`` settings and ``releases_logged`` (releases made so far, all handed to
+        :attr:`on_release` before this state exists), checked on resume (:meth:`load_state_dict`)."""
+        return {**super().state_dict(), "dp": self.dp_settings(), "releases_logged": len(self.releases)}
 
     def _settings_diff(self, stored: Mapping[str, Any]) -> list[str]:
         return [f"{k}: checkpoint {stored.get(k)!r}, now {v!r}" for k, v in self.dp_settings().items()
@@ -255,6 +293,24 @@ class DPAFFR(AFFR):
                 raise ValueError(f"dp_releases: round {r.get('round')} was released with other [dp] settings "
                                  f"({'; '.join(diff)}); restore them or start a new run directory")
         self.releases = [dict(r) for r in releases]
+        self._restored = True
+        self._check_log()
+
+    def _check_log(self) -> None:
+        """Refuse a resume whose restored release log misses a release the checkpoint says was made (module
+        docstring, *a resume needs the whole log*); no-op until both the checkpoint and the log are in."""
+        if self._expected_log is None or not self._restored:
+            return
+        done, logged = self._expected_log
+        have = {int(r["round"]) for r in self.releases if isinstance(r.get("round"), int | float)}
+        missing = [t for t in range(1, done + 1) if t not in have]
+        if missing or len(self.releases) < logged:
+            shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+            raise ValueError(f"checkpoint/dp_releases.json: the checkpoint says {done} round(s) were done and "
+                             f"{logged} release(s) logged, the release log holds {len(self.releases)}"
+                             + (f" and none for round(s) {shown}" if missing else "")
+                             + "; ε would be under-reported, so the resume is refused. Restore the run's "
+                               "dp_releases.json or start a new run directory")
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """AFFR's resume, refused when the checkpoint's ``[dp]`` settings differ from this run's (named)."""
@@ -268,6 +324,10 @@ class DPAFFR(AFFR):
                              f"were released with them); differences: {'; '.join(diff)}. Restore them or start "
                              "a new run directory")
         super().load_state_dict({**state, "dp": None})
+        # older checkpoints lack releases_logged: the rounds done still bound it from below (one release a round)
+        done = self.rounds_done
+        self._expected_log = (done, int(state.get("releases_logged", done)))
+        self._check_log()
 
     def accounting(self) -> dict[str, Any]:
         """The client-level guarantee of every release made so far, each with its own parameters (JSON-able)."""

@@ -47,8 +47,10 @@ from fedprint.models.model_file import model_bytes, weighted_threshold
 from fedprint.privacy.client_dp import calibrate
 from fedprint.server.affr import AFFR
 from fedprint.server.checkpoint import append_release, load_checkpoint, load_releases, save_checkpoint
-from fedprint.server.dp_affr import DPAFFR
+from fedprint.server.dp_affr import DPAFFR, refuse_client_dp_method
 from fedprint.server.personalized import FedALA, FedAS, FedDBE
+from fedprint.server.secagg_protocol import SecAggParams
+from fedprint.server.secure_strategy import DistributedDP, SecureAggregation
 
 STRATEGIES = ("affr", "fedavg", "fedprox", "fedala", "feddbe", "fedas")
 
@@ -159,23 +161,75 @@ class RecordedFedAS(RoundRecorder, FedAS):
     """FedAS (Fisher-weighted FedAvg; clients: parameter alignment) with per-round reply records."""
 
 
+class SecureRecordedAFFR(RoundRecorder, SecureAggregation, AFFR):
+    """AFFR under secure aggregation (:mod:`fedprint.server.secure_strategy`) with per-round reply records."""
+
+
+class SecureRecordedFedAvg(RoundRecorder, SecureAggregation, FedAvg):
+    """Flower FedAvg under secure aggregation with per-round reply records."""
+
+
+class SecureRecordedFedProx(RoundRecorder, SecureAggregation, FedProx):
+    """Flower FedProx under secure aggregation with per-round reply records."""
+
+
+def _dp_multipliers(dp: DPSection, num_rounds: int, affr_step: float) -> tuple[float, float | None, float]:
+    """(z, z_g, δ) of a client-level DP run: calibrated to ``target_epsilon`` or as given (z defaults to 1)."""
+    delta = dp.delta or 1e-5
+    if dp.target_epsilon is not None:
+        z, zg = calibrate(dp.target_epsilon, delta, num_rounds, None if affr_step == 0 else dp.gap_noise_ratio)
+    else:
+        z = dp.noise_multiplier if dp.noise_multiplier is not None else 1.0
+        zg = None if affr_step == 0 else dp.gap_noise_ratio * z
+    return z, zg, delta
+
+
+def build_secure_strategy(name: str, *, num_rounds: int, step: float, proximal_mu: float, fed: FederationConfig,
+                          common: dict[str, Any], dp: DPSection | None, timeout: float) -> RoundRecorder:
+    """fedavg / fedprox / affr under SecAgg+; ``[dp] level = "client"`` becomes distributed DP (fedavg, affr)."""
+    if name in PERSONALIZED:
+        raise ValueError(f"[federation] secure_aggregation: {name} needs every client's own arrays on the server "
+                         "(personalised aggregation), which secure aggregation hides; use fedavg, fedprox or affr")
+    params = SecAggParams(num_shares=fed.secagg_num_shares, threshold=fed.secagg_reconstruction_threshold,
+                          clipping_range=fed.secagg_clipping_range,
+                          quantization_range=fed.secagg_quantization_range, timeout=timeout)
+    ddp = None
+    if dp is not None and dp.enabled and dp.level == "client":
+        if name == "fedprox":
+            raise ValueError("[dp] level = \"client\": distributed DP is implemented for fedavg and affr, not fedprox")
+        affr_step = step if name == "affr" else 0.0
+        z, zg, delta = _dp_multipliers(dp, num_rounds, affr_step)
+        ddp = DistributedDP(noise_multiplier=z, gap_noise_multiplier=zg, clip=dp.client_clip,
+                            alpha_cap=dp.alpha_cap, delta=delta)
+        if name == "fedavg":
+            return SecureRecordedAFFR(num_rounds=num_rounds, step=0.0, secagg=params, dp=ddp, **common)
+    if name == "affr":
+        return SecureRecordedAFFR(num_rounds=num_rounds, step=step, noise_floor=fed.gap_noise_floor, secagg=params,
+                                  dp=ddp, **common)
+    if name == "fedavg":
+        return SecureRecordedFedAvg(secagg=params, **common)
+    if name == "fedprox":
+        return SecureRecordedFedProx(proximal_mu=proximal_mu, secagg=params, **common)
+    raise ValueError(f"strategy: expected one of {STRATEGIES}, got {name!r}")
+
+
 def build_strategy(name: str, *, num_rounds: int, step: float, proximal_mu: float, fed: FederationConfig,
-                   min_nodes: int, dp: DPSection | None = None) -> RoundRecorder:
+                   min_nodes: int, dp: DPSection | None = None, secure: bool | None = None,
+                   timeout: float | None = None) -> RoundRecorder:
     """The named strategy (see module docstring), recording its rounds. With ``[dp] level = "client"`` FedAvg and
-    AFFR become :class:`fedprint.server.dp_affr.DPAFFR` (FedAvg = uniform weights, no gap release); FedProx is
-    refused."""
+    AFFR become :class:`fedprint.server.dp_affr.DPAFFR` (FedAvg = uniform weights, no gap release); every other
+    method is refused (:func:`fedprint.server.dp_affr.refuse_client_dp_method`). With secure aggregation
+    (``secure``, default ``fed.secure_aggregation``) see :func:`build_secure_strategy`."""
     common = {"fraction_train": fed.fraction_train, "fraction_evaluate": fed.fraction_evaluate,
               "min_train_nodes": min_nodes, "min_evaluate_nodes": min_nodes, "min_available_nodes": min_nodes}
     if dp is not None and dp.enabled and dp.level == "client":
-        if name == "fedprox":
-            raise ValueError("[dp] level = \"client\": client-level DP is implemented for fedavg and affr, not fedprox")
+        refuse_client_dp_method(name)  # fedprox, fedala, feddbe, fedas would run as DP-FedAvg under their names
+    if fed.secure_aggregation if secure is None else secure:
+        return build_secure_strategy(name, num_rounds=num_rounds, step=step, proximal_mu=proximal_mu, fed=fed,
+                                     common=common, dp=dp, timeout=timeout or fed.timeout)
+    if dp is not None and dp.enabled and dp.level == "client":
         affr_step = step if name == "affr" else 0.0
-        delta = dp.delta or 1e-5
-        if dp.target_epsilon is not None:
-            z, zg = calibrate(dp.target_epsilon, delta, num_rounds, None if affr_step == 0 else dp.gap_noise_ratio)
-        else:
-            z = dp.noise_multiplier if dp.noise_multiplier is not None else 1.0
-            zg = None if affr_step == 0 else dp.gap_noise_ratio * z
+        z, zg, delta = _dp_multipliers(dp, num_rounds, affr_step)
         return RecordedDPAFFR(num_rounds=num_rounds, step=affr_step, noise_multiplier=z, gap_noise_multiplier=zg,
                               clip=dp.client_clip, alpha_cap=dp.alpha_cap, delta=delta, **common)
     if name == "affr":
@@ -232,7 +286,24 @@ def round_rows(strategy: RoundRecorder, t: int) -> tuple[dict[str, Any], list[di
         "gap_se": hist.get("gap_se", float("nan")) if hist else float("nan"),
         "within_noise": hist.get("within_noise") if hist else None,
     }
+    sa = getattr(strategy, "secagg_log", {}).get(t)
+    if sa is not None:  # secure aggregation: who was in the sum and what the protocol cost
+        summary.update(secagg_summary(sa))
     return summary, rows
+
+
+def secagg_summary(sa: Mapping[str, Any]) -> dict[str, Any]:
+    """Round-log columns of a secure round: clients in the sum, status, protocol seconds and payload bytes per
+    client (up / down, stages 1–3 plus the key advertisement) beside a plain round's upload."""
+    n = max(int(sa["cohort"]), 1)
+    up = sum(sa["bytes_up"].values()) + sa["bytes_up_train"]
+    down = sum(sa["bytes_down"].values())
+    return {"secagg_status": sa["status"], "secagg_cohort": sa["cohort"], "secagg_in_sum": sa["in_sum"],
+            "secagg_shares": sa["shares"], "secagg_threshold": sa["threshold"],
+            "secagg_dropped": sum(len(v) for v in sa["dropped"].values()),
+            "secagg_seconds": float(sum(sa["seconds"].values())),
+            "secagg_bytes_up_per_client": up / n, "secagg_bytes_down_per_client": down / n,
+            "plain_bytes_up_per_client": sa["plain_bytes_up_per_client"]}
 
 
 def make_server_app(defaults: Mapping[str, Any] | None = None,
@@ -272,10 +343,12 @@ def run_federation(grid: Grid, conf: ServerSettings,
     run_dir.mkdir(parents=True, exist_ok=True)
     if not (run_dir / "provenance.json").exists():  # a given run-dir (deployment) gets one too
         write_json(run_dir / "provenance.json", provenance())
+    secure = fed.secure_aggregation if conf.secure_aggregation is None else conf.secure_aggregation
     strategy = build_strategy(name, num_rounds=total, step=step, proximal_mu=mu, fed=fed,
-                              min_nodes=conf.min_nodes, dp=cfg.dp)
+                              min_nodes=conf.min_nodes, dp=cfg.dp, secure=secure, timeout=timeout)
+    distributed = isinstance(strategy, SecureAggregation) and strategy.dp is not None
 
-    if isinstance(strategy, DPAFFR):  # every release made in this directory counts, checkpointed or not
+    if isinstance(strategy, DPAFFR) or distributed:  # every release made in this directory counts, checkpointed or not
         strategy.restore_releases(load_releases(run_dir))
         strategy.on_release = lambda release: append_release(run_dir, release)
     done, past_rounds = 0, []
@@ -328,10 +401,11 @@ def run_federation(grid: Grid, conf: ServerSettings,
         strategy.start(grid=grid, initial_arrays=arrays, num_rounds=remaining, timeout=timeout,
                        evaluate_fn=after_round)
     final = write_final(run_dir, name, rounds,
-                        privacy=strategy.accounting() if isinstance(strategy, DPAFFR) else None)
+                        privacy=strategy.accounting() if isinstance(strategy, DPAFFR) or distributed else None,
+                        secure=secure_statement(strategy) if isinstance(strategy, SecureAggregation) else None)
     if final["rounds"] >= total:
         export_global_model(run_dir / "model.pt", latest["arrays"], cfg, rounds, method=name, final=final)
-    if isinstance(strategy, DPAFFR):
+    if isinstance(strategy, DPAFFR) or distributed:
         write_json(run_dir / "released.json", release_manifest(final["privacy"], exported=final["rounds"] >= total,
                                                                threshold=cfg.dp.threshold))
     return run_dir
@@ -372,7 +446,7 @@ def export_global_model(path: Path, arrays: ArrayRecord, cfg: Any, rounds: list[
     net.load_state_dict(arrays.to_torch_state_dict())
     rows = [r for r in (rounds[-1]["clients"] if rounds else []) if r.get("eval_status") == "ok"]
     names = [r["client"] for r in (rounds[-1]["clients"] if rounds else [])]
-    if final["privacy"].get("level") == "client":  # only DP-released content: weights, a public threshold, names
+    if final["privacy"].get("level") in ("client", "distributed"):  # only DP-released content
         threshold, metrics = cfg.dp.threshold, {"privacy": final["privacy"]}
         source = ("set by the user ([dp] threshold), public" if threshold is not None else
                   "none: a client-level DP model carries no threshold fitted on client data; give --threshold, set "
@@ -401,10 +475,28 @@ def _write_logs(run_dir: Path, rounds: list[dict[str, Any]]) -> None:
     write_csv(run_dir / "clients.csv", [row for r in rounds for row in r["clients"]])
 
 
+def secure_statement(strategy: SecureAggregation) -> dict[str, Any]:
+    """The trust statement of a secure-aggregation run (``final.json`` ``secure_aggregation``)."""
+    p = strategy.secagg
+    return {
+        "protocol": "SecAgg+ (Bell et al. CCS 2020) on Flower's Message API (fedprint.server.secagg_protocol)",
+        "num_shares": p.num_shares or "whole cohort", "reconstruction_threshold": p.threshold or "majority",
+        "clipping_range": p.clipping_range, "quantization_range": p.quantization_range,
+        "server_sees": "the cohort; every client's scalar metrics (AFFR gaps and their standard errors, which set "
+                       "the weights alpha - noised by the clients under distributed DP -, example counts, losses, "
+                       "validation accuracies, test metrics, clipped-coordinate counts); who was in each sum; the "
+                       "unmasked weighted sum of the updates of at least t clients",
+        "server_does_not_see": "any single client's update, against an honest-but-curious server and fewer than t "
+                               "colluding clients in any neighbourhood",
+        "not_protected_against": "a server that also controls t or more clients; what the sum itself reveals (see "
+                                 "fedprint audit --attacks imprint on this run)",
+    }
+
+
 def write_final(run_dir: Path, name: str, rounds: list[dict[str, Any]],
-                privacy: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``final.json``: last round's per-client test metrics, every client that failed or dropped out, and the
-    client-level DP guarantee when the run had one."""
+                privacy: dict[str, Any] | None = None, secure: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``final.json``: last round's per-client test metrics, every client that failed or dropped out, the
+    client-level DP guarantee when the run had one and the secure-aggregation trust statement."""
     problems = []
     for r in rounds:
         for row in r["clients"]:
@@ -419,7 +511,13 @@ def write_final(run_dir: Path, name: str, rounds: list[dict[str, Any]],
                for row in last["clients"] if row["eval_status"] == "ok"]
     final = {"strategy": name, "rounds": last["round"], "clients": clients, "problems": problems,
              "privacy": privacy or {"level": "none", "statement": "no differential privacy in this run"}}
-    if privacy:
+    if secure is not None:
+        final["secure_aggregation"] = secure
+    if privacy and privacy.get("level") == "distributed":
+        log(INFO, "%s: distributed client-level (%.3g, %.0e)-DP (central variant, same noise: %.3g; own-noise floor: "
+            "%.3g) after %d releases", name, privacy["epsilon"], privacy["delta"],
+            privacy["epsilon_central_same_noise"], privacy["epsilon_own_noise_floor"], privacy["releases"])
+    elif privacy:
         log(INFO, "%s: client-level (%.3g, %.0e)-DP after %d releases of %d rounds; %s; sampling: %s", name,
             privacy["epsilon"], privacy["delta"], privacy["releases"], privacy["rounds"], privacy["delta_rule"],
             privacy["sampling"])

@@ -35,7 +35,7 @@ from fedprint.attacks.template_attacks import (
     linkage_success,
     pin_search,
 )
-from fedprint.data.minutiae import extract_minutiae
+from fedprint.data.minutiae_backends import extract
 from fedprint.privacy.templates.vault_template import VaultParams, enrol, template_params
 from studies.study_templates import ENROL, PIN, SECOND, _fingers, study_arguments
 
@@ -73,7 +73,7 @@ def run_set(name: str, real: Path, vault_p: VaultParams, n_candidates: int, seed
     keys = list(fingers)
     rng = np.random.default_rng(seed)
     recs = [fingers[f][i] for f in keys for i in ENROL + SECOND]
-    mins = {r.key: extract_minutiae(r.image) for r in tqdm(recs, desc=f"{name} minutiae")}
+    mins = {r.key: extract(r.image, "auto", dpi=r.dpi)[:, :4] for r in tqdm(recs, desc=f"{name} minutiae")}
     par = template_params(vault_p, len(ENROL))
     templates: dict = {}
     t0 = time.perf_counter()

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from fedprint.attacks.template_attacks import correlation_attack, link_score, linkage_success
 from fedprint.data.datasets import load_dataset
-from fedprint.data.minutiae import extract_minutiae
+from fedprint.data.minutiae_backends import extract
 from fedprint.models.metrics import eer, fnmr_at_fmr
 from fedprint.models.model_file import load_model, pretrained_path
 from fedprint.privacy.templates import embedding_sketch, entropy
@@ -63,7 +63,7 @@ def run_set(name: str, model, vault_p: VaultParams, real: Path = REAL) -> dict:
     fingers = _fingers(real / name)
     recs = [r for rs in fingers.values() for r in rs]
     t0 = time.perf_counter()
-    mins = {r.key: extract_minutiae(r.image) for r in tqdm(recs, desc=f"{name} minutiae")}
+    mins = {r.key: extract(r.image, "auto", dpi=r.dpi)[:, :4] for r in tqdm(recs, desc=f"{name} minutiae")}
     t_min = (time.perf_counter() - t0) / len(recs)
     fields = {r.key: helper_field(r.image) for r in recs}
     emb = dict(zip([r.key for r in recs], embed_images(model, [r.image for r in recs], [r.dpi for r in recs]),

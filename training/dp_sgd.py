@@ -12,6 +12,15 @@ involve f and changes no other pair:
   — never on the pool's size, on other fingers or on a random draw over the pool (the old seeded sample re-drew
   other fingers' impostors when one finger was removed: 326 of 340 changed pairs did not involve it).
 
+Which pool. The pool is the client's training part, and the split that makes it is part of the mechanism:
+``fedprint train`` under ``[dp]`` splits with a keyed hash per finger (:mod:`fedprint.data.hash_split`), so for
+the data set the user gives, removing finger f either removes it from the pool (f hashed to training) or leaves
+the pool unchanged (f hashed to validation / test: the weights do not depend on it at all). The seeded split
+(:func:`fedprint.data.pairs.split_records`) would move other fingers in or out of the pool. Outside the
+guarantee: everything fitted on or measured with validation / test fingers (threshold, score fusion, test
+metrics) and the exact counts — a DP run's model file lists them under ``outside_dp_guarantee``
+(:func:`release_scope`).
+
 Proof. Let D' be D without finger f. By construction P(D') = P(D) minus the g_f pairs that involve f. DP-SGD with
 Poisson sampling at rate q is (ε, δ)-DP for add/remove of one pair (Opacus's accountant; Abadi et al. 2016,
 Mironov et al. 2019); removing g_f pairs is a path of g_f such steps, so by group privacy the mechanism is
@@ -92,8 +101,35 @@ GROUP_PRIVACY_NOTE = (
     "images falls below a public rate), so removing a finger removes exactly its own g pairs and changes no other. "
     "By group privacy an (ε, δ)-DP mechanism is (g·ε, g·e^{(g−1)ε}·δ)-DP for that finger; g below is the exact "
     "largest number of pairs of any finger in the set trained on. The finger-level guarantee is vacuous (no "
-    "guarantee) when its δ reaches 1."
+    "guarantee) when its δ reaches 1. The train / val / test split is a keyed hash per finger, so removing a finger "
+    "from the data given moves no other finger: the guarantee is for one finger of that data set (per client). "
+    "It covers the weights only: the threshold and score fusion fitted on validation pairs, the test metrics and "
+    "the exact finger / image / pair counts are released without DP (model file: outside_dp_guarantee)."
 )
+
+
+def release_scope(accounting: dict) -> dict:
+    """What a DP-SGD model file releases under the guarantee and what it releases outside it (issue 59 §2).
+
+    ``accounting`` is :meth:`DPSiameseTrainer.accounting` (or a run's final history row). The weights are the only
+    output of the DP mechanism; every entry listed in ``outside_dp_guarantee`` is computed from the data without
+    noise (validation and test fingers are not in the DP training set at all).
+    """
+    return {
+        "mechanism": "DP-SGD (Opacus), sample level: record = one training pair, unit = one finger",
+        "guarantee": dict(accounting),
+        "covered_by_dp": {"state_dict": "the weights (the only output of DP-SGD)"},
+        "outside_dp_guarantee": {
+            "threshold": "accuracy-optimal distance on the raw validation pairs (validation fingers are not in the "
+                         "DP training set)",
+            "score_fusion": "global + dense score means, standard deviations and fused threshold fitted on the same "
+                            "validation pairs",
+            "metrics.test": "per-client test metrics (EER, accuracy, thresholds, pair counts) on test fingers",
+            "data.clients": "exact finger and training-image counts per client",
+            "guarantee": "the accounting itself: DP pair count n, sample rate q = 1/ceil(n / batch) and g (treated "
+                         "as public)",
+        },
+    }
 
 
 def max_pairs_per_finger(pairs: PairSet) -> int:
@@ -119,8 +155,9 @@ _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 def _mix(x: np.ndarray) -> np.ndarray:
     """splitmix64's finaliser on uint64 arrays (a bijective 64-bit mixer)."""
     x = np.asarray(x, np.uint64)
-    x = (x ^ (x >> np.uint64(30))) * _M1
-    x = (x ^ (x >> np.uint64(27))) * _M2
+    with np.errstate(over="ignore"):  # multiplication modulo 2^64 is the point
+        x = (x ^ (x >> np.uint64(30))) * _M1
+        x = (x ^ (x >> np.uint64(27))) * _M2
     return x ^ (x >> np.uint64(31))
 
 

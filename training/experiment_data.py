@@ -34,12 +34,14 @@ def fpdfsn_params(cfg: ExperimentConfig, beta: float) -> FPDFSNParams | None:
     """FP-DFSN parameters with the experiment's d0 / border / radius / σ² and coefficient ``beta``.
 
     None for β = 0 (nothing to do). ``beta`` is taken as given, so an audit can ask for any β; use
-    :func:`effective_beta` for the experiment's own setting.
+    :func:`effective_beta` for the experiment's own setting. The minutiae backend is ``[minutiae] backend``,
+    resolved here (refused with one line naming the key if its package is not installed).
     """
     if beta == 0:
         return None
     given = {k: getattr(cfg.fpdfsn, k) for k in ("d0", "border", "radius", "sigma2")}
-    return FPDFSNParams(beta=float(beta), **{k: v for k, v in given.items() if v is not None})
+    return FPDFSNParams(beta=float(beta), backend=cfg.minutiae.resolved(),
+                        **{k: v for k, v in given.items() if v is not None})
 
 
 def client_data(cfg: ExperimentConfig, records: list[FingerprintRecord], *, name: str, beta: float,
@@ -50,6 +52,9 @@ def client_data(cfg: ExperimentConfig, records: list[FingerprintRecord], *, name
     The split seed is ``run.seed + client_id`` so clients of one experiment draw different splits but every
     method (local, centralized, federated) sees the same split of a given client. ``beta`` is used as given
     (see :func:`effective_beta`); ``cache=False`` keeps FP-DFSN results in memory only (nothing written).
+    Under ``[dp] enabled`` with ``level = "sample"`` (DP-SGD) the split is the per-finger keyed hash of
+    :mod:`fedprint.data.hash_split` keyed by ``run.seed`` alone, so removing a finger moves no other finger (and
+    which part a finger is in does not depend on its client).
     """
     return build_client_data(
         records, name=name, spec=cfg.model.input_spec(input_size),
@@ -57,6 +62,7 @@ def client_data(cfg: ExperimentConfig, records: list[FingerprintRecord], *, name
         fold=cfg.data.fold_spec,
         max_impostors=cfg.data.max_impostors, fpdfsn=fpdfsn_params(cfg, beta), seed=cfg.run.seed + client_id,
         cache_dir=Path(cfg.run.out) / ".cache" / "fpdfsn" if cache else None, progress=progress,
+        finger_hash_key=cfg.run.seed if cfg.dp.enabled and cfg.dp.level == "sample" else None,
     )
 
 

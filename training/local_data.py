@@ -9,6 +9,12 @@ pixels a side instead of a full 832x768 frame, so minutiae extraction is cheap. 
 data: ``images`` holds FP-DFSN crops for the training split and raw crops for validation and test (what a
 deployed verifier is asked to verify); ``fpdfsn_images`` holds FP-DFSN crops of every image, for the second
 evaluation column "FP-DFSN probes". β = 0 (or FP-DFSN disabled) leaves images untouched.
+
+Two split rules. By default the split is :func:`fedprint.data.pairs.split_records` (a seeded permutation cut at
+rounded counts: exact fractions, but removing one finger moves others). With ``finger_hash_key`` set (what
+``fedprint train`` does under ``[dp] level = "sample"``) it is :func:`fedprint.data.hash_split.hash_split_records`:
+each finger's part is a keyed hash of that finger alone, so removing a finger moves no other finger and DP-SGD's
+one-finger unit holds for the data set the user gives, not only for the pool after a split.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from fedprint.data import hash_split
 from fedprint.data.pairs import PairSet, Split, make_pairs, split_records
 from fedprint.data.record import FingerprintRecord
 from fedprint.models.preprocess import InputSpec, normalize, prepare
@@ -46,6 +53,7 @@ class ClientData:
     test_pairs: PairSet
     fpdfsn_stats: dict = field(default_factory=dict)
     fpdfsn_images: torch.Tensor | None = None
+    split_rule: str = "seeded"
 
     @property
     def num_train_examples(self) -> int:
@@ -106,6 +114,7 @@ def build_client_data(
     seed: int = 0,
     cache_dir: str | Path | None = None,
     progress: bool = True,
+    finger_hash_key: int | None = None,
 ) -> ClientData:
     """Split ``records`` (Yan et al. 2025 Sec. 5.2), build pairs, optionally FP-DFSN, preprocess to tensors.
 
@@ -127,12 +136,20 @@ def build_client_data(
         Seeds the split, the impostor sampling and the FP-DFSN noise.
     cache_dir : path or None
         FP-DFSN cache directory (repeated runs and rounds reuse it).
+    finger_hash_key : int or None
+        None (default): the seeded split of :func:`fedprint.data.pairs.split_records`. An integer: the per-finger
+        keyed-hash split of :func:`fedprint.data.hash_split.hash_split_records` with this key (``seed`` then only
+        seeds the impostor sampling and FP-DFSN), so removing one finger moves no other finger.
     """
     records = list(records)
     if not records:
         raise ValueError(f"client {name!r}: no records")
-    split = split_records(records, protocol=protocol, test_fraction=test_fraction,
-                          val_fraction=val_fraction, seed=seed, fold=fold)
+    if finger_hash_key is None:
+        split = split_records(records, protocol=protocol, test_fraction=test_fraction,
+                              val_fraction=val_fraction, seed=seed, fold=fold)
+    else:
+        split = hash_split.hash_split_records(records, key=finger_hash_key, protocol=protocol,
+                                              test_fraction=test_fraction, val_fraction=val_fraction, fold=fold)
     pairs = {
         part: make_pairs(records, getattr(split, part), max_impostors=max_impostors, seed=seed + k)
         if len(getattr(split, part)) else PairSet(np.zeros(0, np.int64), np.zeros(0, np.int64),
@@ -155,5 +172,5 @@ def build_client_data(
         name=name, domain="+".join(domains), beta=0.0 if fpdfsn is None else float(fpdfsn.beta),
         records=records, images=normalize(np.stack(images), spec), split=split,
         train_pairs=pairs["train"], val_pairs=pairs["val"], test_pairs=pairs["test"], fpdfsn_stats=stats,
-        fpdfsn_images=fp_images,
+        fpdfsn_images=fp_images, split_rule="seeded" if finger_hash_key is None else hash_split.RULE,
     )

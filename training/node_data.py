@@ -7,7 +7,9 @@ The same ClientApp runs in simulation and in a deployment; only the node config 
   partition ``partition-id`` — exactly the client the local-only / centralized baselines see;
 * **deployment** (``--node-config "data-dir='/data' layout='generic' name='hospital-a' beta=0.5"``): the node
   loads only its own folder with :func:`fedprint.data.datasets.load_dataset`. Optional ``client-id`` (int, default 0)
-  offsets the split seed like a partition id does.
+  offsets the split seed like a partition id does. ``beta`` (default ``[fpdfsn] beta``) applies only under
+  ``[fpdfsn] enabled = true``, the rule every other path follows
+  (:func:`fedprint.training.experiment_data.effective_beta`).
 
 Relative paths (data sources, caches, ``data-dir``) are resolved against ``base_dir``.
 """
@@ -21,7 +23,7 @@ from typing import Any
 from fedprint.config import ExperimentConfig
 from fedprint.config.app import resolve
 from fedprint.data.datasets import load_dataset
-from fedprint.training.experiment_data import client_data, experiment_partitions, partition_data
+from fedprint.training.experiment_data import client_data, effective_beta, experiment_partitions, partition_data
 from fedprint.training.local_data import ClientData
 
 #: Built ClientData per process, keyed by (experiment file, its mtime, base dir, node config items).
@@ -70,7 +72,8 @@ def node_client_data(cfg: ExperimentConfig, node_config: Mapping[str, Any], *, e
         records = load_dataset(layout, root, dpi=dpi)
         name = str(node_config.get("name", root.name))
         beta = _node_value(node_config, "beta", float) if "beta" in node_config else cfg.fpdfsn.beta
-        data = client_data(cfg, records, name=name, beta=beta, client_id=_client_id(node_config))
+        # the experiment's FP-DFSN rule (effective_beta): a node's beta counts only under [fpdfsn] enabled = true
+        data = client_data(cfg, records, name=name, beta=effective_beta(cfg, beta), client_id=_client_id(node_config))
     else:
         raise ValueError("node config: expected 'partition-id' (simulation) or 'data-dir' (deployment), got "
                          f"keys {sorted(node_config)}")

@@ -292,7 +292,8 @@ def _minutiae_task(encoder, images, used, cfg, dev, progress):
         maps = encoder.embed_with_maps(images[:1])
         last = cfg.minutiae_layer == "last"
         head = MinutiaeHead(int(maps[1 if last else 2].shape[1]), upsample=last).to(dev)
-    return head, adam(head.parameters(), cfg), minutiae_maps(images, used, progress=progress)
+    return head, adam(head.parameters(), cfg), minutiae_maps(images, used, progress=progress,
+                                                             backend=cfg.minutiae_backend)
 
 
 def _proxy_task(encoder, images, used, labels, cfg, dev):

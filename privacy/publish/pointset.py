@@ -77,6 +77,9 @@ PAPER_TABLE_K = ((44, 29, 20, 12), (59, 37, 27, 18), (79, 51, 36, 27), (121, 83,
                  (300, 177, 110, 94))
 
 PROTECT = ("minutia", "finger")
+#: Largest fixed public size N of a finger-level release: a minutiae set holds 20-100 points, and each of the N points
+#: gets ε / N, so N beyond a few thousand is noise only (and 1e9 points would not fit in memory).
+MAX_SIZE = 4096
 
 #: Default fixed, public number of released points for ``protect="finger"`` (the median minutiae count our
 #: extractor finds on 500 dpi prints is about 25–50; smaller sets are resampled, larger ones subsampled).
@@ -419,8 +422,8 @@ def publish_pointset(
         raise ValueError("size: a fixed public output size applies to protect='finger' only")
     if protect == "finger":
         size = DEFAULT_SIZE if size is None else size
-        if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
-            raise ValueError(f"size: expected an integer >= 1 (points released), got {size!r}")
+        if isinstance(size, bool) or not isinstance(size, int | np.integer) or not 1 <= size <= MAX_SIZE:
+            raise ValueError(f"size: expected an integer in [1, {MAX_SIZE}] (points released), got {size!r}")
     dims = 3 if direction else 2
     _check_order(order, dims)
     x, y = m[:, 0], m[:, 1]

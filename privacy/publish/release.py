@@ -22,11 +22,13 @@ import logging
 
 import numpy as np
 
-from fedprint.data.minutiae import extract_minutiae
+from fedprint.data.minutiae_backends import extract, resolve_backend
 from fedprint.privacy.ledger import BudgetExceeded, Ledger, Reservation
 from fedprint.privacy.publish import registry
 from fedprint.privacy.publish.base import Publication, check_epsilon, check_image, check_variant
+from fedprint.privacy.publish.ceiling import check_meaningful
 from fedprint.privacy.publish.finger_level import FingerCharge, finger_charge
+from fedprint.privacy.publish.pointset import MAX_SIZE
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,8 @@ def release(
     ledger: Ledger | None = None,
     unit: str | None = None,
     image_id: str = "",
+    allow_large_epsilon: bool = False,
+    minutiae_backend: str | None = "auto",
     **options,
 ) -> tuple[Publication, Reservation | None, FingerCharge | None]:
     """Run ``mechanism`` on ``image`` and reserve its finger-level cost in ``ledger`` (not committed).
@@ -65,8 +69,7 @@ def release(
     mechanism : str
         A name from :data:`fedprint.privacy.publish.registry.MECHANISMS`.
     image : ndarray uint8 (H, W)
-        The fingerprint; minutiae are extracted with :func:`fedprint.data.minutiae.extract_minutiae` when the
-        mechanism needs them.
+        The fingerprint; minutiae are extracted by ``minutiae_backend`` when the mechanism needs them.
     epsilon : float
         Budget of the release under the mechanism's own relation (> 0).
     rng : numpy.random.Generator
@@ -79,6 +82,13 @@ def release(
         Finger identity charged (required with a ledger).
     image_id : str
         Names the image in the local DEBUG log only; the ledger records :func:`content_digest` instead.
+    allow_large_epsilon : bool
+        Release even above the mechanism's largest meaningful ε (:mod:`fedprint.privacy.publish.ceiling`), where
+        the noise falls below one grey level; refused by default.
+    minutiae_backend : {"auto", "nbis", "leader", "crossing"}
+        The extractor (:mod:`fedprint.data.minutiae_backends`; ``--minutiae-backend``) of the minutiae a point-set
+        or region mechanism protects; recorded as ``details["minutiae_backend"]`` of the publication and in the
+        ledger entry. Checked (known, installed) before the image is read.
     **options
         Passed to the mechanism (e.g. ``protect="finger"`` for point sets).
 
@@ -97,8 +107,11 @@ def release(
         raise ValueError("size (--points): a fixed public output size applies to point sets with protect='finger' "
                          "only (a per-minutia release publishes the minutiae count, as its guarantee states)")
     size = options.get("size", 1)
-    if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
-        raise ValueError(f"size (--points): expected an integer >= 1 (points released), got {size!r}")
+    if isinstance(size, bool) or not isinstance(size, int | np.integer) or not 1 <= size <= MAX_SIZE:
+        raise ValueError(f"size (--points): expected an integer in [1, {MAX_SIZE}] (points released; a minutiae set "
+                         f"holds 20-100), got {size!r}")
+    check_meaningful(mechanism, variant, epsilon, image.shape, options, allow_large_epsilon=allow_large_epsilon)
+    backend = resolve_backend(minutiae_backend) if registry.needs_minutiae(mechanism) else None
     charge, res = None, None
     if ledger is not None:
         if not unit:
@@ -120,11 +133,13 @@ def release(
             charge = None
     try:  # from here on the image's content is read: refusals must not describe it
         minutiae = None
-        if registry.needs_minutiae(mechanism):
-            minutiae = extract_minutiae(image)
+        if backend is not None:
+            minutiae = extract(image, backend)[:, :4]  # x, y, direction, type: what the mechanisms take
             if len(minutiae) == 0:
                 raise ValueError("no minutiae found")
         pub = fn(image, minutiae, epsilon, rng, variant, **options)
+        if backend is not None:
+            pub.details["minutiae_backend"] = backend
     except ValueError as exc:
         log.debug("publication of %s refused, detail withheld from the output: %s", image_id or "image", exc)
         raise DataDependentRefusal(
@@ -134,4 +149,6 @@ def release(
         if pub.spent_epsilon > epsilon + 1e-12:
             raise RuntimeError(f"{mechanism}: spent epsilon {pub.spent_epsilon} > requested {epsilon}")
         res.info.update(dp=bool(pub.guarantee.dp), guarantee=pub.guarantee.statement())
+        if backend is not None:
+            res.info.update(minutiae_backend=backend)
     return pub, res, charge

@@ -7,6 +7,8 @@ One concept per module:
 * :mod:`.quantise` — minutia (x, y, direction) <-> 16-bit field element; embedding <-> integer levels;
 * :mod:`.fuzzy_vault` — Juels–Sudan lock/unlock with chaff and a hash check, with the weighted (asymmetric,
   Ch. 6.3) variant as ``slots > 1``;
+* :mod:`.chaff` — chaff the file cannot tell from genuine minutiae (directions matched to the helper given,
+  genuine points spaced like chaff; issue 59);
 * :mod:`.consistency` — the asymmetric setting: several enrolment impressions -> minutiae with weights;
 * :mod:`.alignment` — orientation-field helper data (reveals the coarse ridge flow, no minutia) and registration;
 * :mod:`.interval_sketch` — Ch. 6.2 asymmetric 1-D interval sketch (s2) and its entropy-loss bound;

@@ -9,9 +9,16 @@ ceil log2 q)) because Z_{pq} is not a field). A genuine element of weight v (1 <
 chosen at random, ON the polynomial, (x, F(x)), and the other q - v OFF it, (x, y != F(x)); a chaff element has all
 q slots off. With q = 1 and all weights 1 this is exactly the plain vault: genuine minutiae on F, chaff off F.
 Chaff codes never collide with each other or with genuine codes and keep a minimum minutia distance from every
-other element (:func:`chaff_codes`, NJP07's rule), so a query minutia matches at most one element.
+other element (NJP07's rule), so a query minutia matches at most one element. By default (:func:`chaff_codes`)
+chaff codes are uniform over the code space — indistinguishable from genuine codes only if those are uniform
+too. Real minutiae are not: their directions follow the ridge flow the helper field shows, and they do not keep
+the chaff's spacing; the fingerprint construction (:mod:`.chaff`, used by :mod:`.vault_template`) therefore
+draws the chaff itself and passes it as ``chaff=`` (issue 59: with uniform chaff the file alone opened every
+real template).
 The template stores all points (sorted by abscissa: the order reveals nothing), a random salt and
-SHA-256(salt || coefficients) to recognise F — never F, the genuine codes or the weights.
+SHA-256(salt || coefficients) to recognise F — not F, the genuine codes or the weights as such; whether the
+genuine points can be told from chaff depends on the chaff, and the security is the work of the best attack
+(:mod:`fedprint.attacks.template_attacks`), not a count of subsets.
 
 Unlocking (:func:`unlock`). The verifier finds the vault elements its aligned query minutiae match; all slots of
 those elements are candidate points. It interpolates degree-k polynomials through k+1 candidate points (all
@@ -130,7 +137,8 @@ def chaff_codes(genuine: np.ndarray, n_chaff: int, *, min_distance: float = 2.5 
 
 
 def lock(genuine: np.ndarray, *, degree: int, n_chaff: int, weights: np.ndarray | None = None, slots: int = 1,
-         rng: np.random.Generator | None = None, allowed: np.ndarray | None = None) -> tuple[Vault, np.ndarray]:
+         rng: np.random.Generator | None = None, allowed: np.ndarray | None = None,
+         chaff: np.ndarray | None = None) -> tuple[Vault, np.ndarray]:
     """Lock a secret polynomial with genuine element codes (the fuzzy vault [1]_ for minutiae [2]_).
 
     Parameters
@@ -149,6 +157,10 @@ def lock(genuine: np.ndarray, *, degree: int, n_chaff: int, weights: np.ndarray 
         Tests only; by default OS entropy (never exposed on the command line, nothing stored regenerates it).
     allowed : bool array, optional
         Cells where chaff may lie (see :func:`chaff_codes`; default the whole frame).
+    chaff : int array, optional
+        Chaff element codes drawn by the caller (distinct, in [1, 2^16), none a genuine code), e.g. matched to
+        the fingerprint's helper field (:func:`.chaff.draw_chaff`); then ``n_chaff`` must equal its length and
+        ``allowed`` is not used. Default: :func:`chaff_codes`.
 
     Returns
     -------
@@ -203,7 +215,13 @@ def lock(genuine: np.ndarray, *, degree: int, n_chaff: int, weights: np.ndarray 
         raise ValueError(f"genuine: {int(w.sum())} points on the polynomial cannot define degree {degree}")
     bits = field_bits(slots)
     coef = rng.integers(0, 1 << bits, size=degree + 1)
-    chaff = chaff_codes(genuine, n_chaff, rng=rng, allowed=allowed)
+    if chaff is None:
+        chaff = chaff_codes(genuine, n_chaff, rng=rng, allowed=allowed)
+    else:
+        chaff = np.asarray(chaff, dtype=np.int64)
+        if chaff.ndim != 1 or len(chaff) != n_chaff or len(np.unique(chaff)) != n_chaff or np.any(chaff <= 0) \
+                or np.any(chaff >= 1 << CODE_BITS) or np.isin(chaff, genuine).any():
+            raise ValueError(f"chaff: expected {n_chaff} distinct codes in [1, 2^16), none a genuine code")
     codes = np.concatenate([genuine, chaff])
     xs = (np.arange(slots)[None, :] << CODE_BITS) | codes[:, None]  # (elements, q)
     on = np.zeros(xs.shape, bool)

@@ -52,14 +52,23 @@ def transform_minutiae(minutiae: np.ndarray, key: bytes) -> np.ndarray:
     if m.size == 0:
         return m.reshape(0, 4)
     cells = FRAME // TRANSFORM_CELL
-    s = _stream(key, b"minutiae", 3 * cells * cells).reshape(cells * cells, 3)
+    c = cell_transforms(key)
     cx = np.clip(np.floor(m[:, 0] / TRANSFORM_CELL), 0, cells - 1).astype(np.int64)
     cy = np.clip(np.floor(m[:, 1] / TRANSFORM_CELL), 0, cells - 1).astype(np.int64)
-    c = s[cy * cells + cx]
-    m[:, 0] = np.mod(m[:, 0] + c[:, 0] % FRAME, FRAME)
-    m[:, 1] = np.mod(m[:, 1] + c[:, 1] % FRAME, FRAME)
-    m[:, 2] = np.mod(m[:, 2] + (c[:, 2] % 3600) / 3600 * 2 * np.pi, 2 * np.pi)
+    c = c[cy * cells + cx]
+    m[:, 0] = np.mod(m[:, 0] + c[:, 0], FRAME)
+    m[:, 1] = np.mod(m[:, 1] + c[:, 1], FRAME)
+    m[:, 2] = np.mod(m[:, 2] + c[:, 2], 2 * np.pi)
     return m
+
+
+def cell_transforms(key: bytes) -> np.ndarray:
+    """(cells^2, 3) float: per transform cell (row-major, cell = y // 128 * cells + x // 128) the translation
+    dx, dy (pixels, mod the frame) and rotation (radians) of :func:`transform_minutiae`. Whoever holds the key
+    can invert the transform with it (an attacker who found the PIN: ``attacks.template_attacks``)."""
+    cells = FRAME // TRANSFORM_CELL
+    s = _stream(key, b"minutiae", 3 * cells * cells).reshape(cells * cells, 3)
+    return np.column_stack([s[:, 0] % FRAME, s[:, 1] % FRAME, (s[:, 2] % 3600) / 3600 * 2 * np.pi]).astype(float)
 
 
 def mask_helper(field: np.ndarray, key: bytes, *, inverse: bool = False) -> np.ndarray:

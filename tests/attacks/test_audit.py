@@ -211,7 +211,9 @@ def test_client_dp_canary_audit_of_a_dp_run(tiny_run, tmp_path):
     text = (out / "audit.md").read_text()
     assert "one-run canary audit" in text and "| affr |" in text and "VIOLATION" not in text
     row = json.loads((out / "parts" / "client-dp_canaries.json").read_text())["rows"][0]
-    assert row["verdict"] == "ok" and row["ε_lb (1 release)"] <= row["claimed ε (1 release)"]
+    assert row["verdict"] == "ok" and row["ε_lb (audited releases)"] <= row["claimed ε (audited releases)"]
+    assert row["rounds / canary"] == 1  # the final.json gives no rounds: one release per canary
+    assert row["power: shortfall caught (p ≥ 0.9)"].startswith("≥ ") and "power: shortfall caught" in text
 
 
 def test_inversion_on_a_ridge_normalised_run_is_refused_before_any_work(tiny_run, tmp_path):

@@ -83,7 +83,7 @@ def test_targets_from_the_inputs_find_the_generators_minutiae():
     from fedprint.training.minutiae_targets import input_minutiae
 
     x, truth = _synthetic_inputs()
-    found = [input_minutiae(x[i, 0].numpy()) for i in range(len(x))]
+    found = [input_minutiae(x[i, 0].numpy(), "crossing") for i in range(len(x))]  # the figures of its docstring
     hits = sum(int((cKDTree(f[:, :2]).query(t[:, :2])[0] <= 4.0).sum()) for f, t in zip(found, truth, strict=True))
     true_pos = sum(int((cKDTree(t[:, :2]).query(f[:, :2])[0] <= 4.0).sum()) for f, t in zip(found, truth, strict=True))
     recall = hits / sum(len(t) for t in truth)
@@ -95,12 +95,18 @@ def test_targets_are_cached_per_images_tensor(monkeypatch):
     import fedprint.training.minutiae_targets as mt
 
     calls = []
-    monkeypatch.setattr(mt, "input_minutiae", lambda x: calls.append(1) or np.array([[10.0, 12.0, 0.0, 1]]))
+    monkeypatch.setattr(mt, "input_minutiae",
+                        lambda x, backend: calls.append(backend) or np.array([[10.0, 12.0, 0.0, 1]]))
     images = torch.zeros(5, 1, 32, 32)
-    first = mt.minutiae_maps(images, np.array([0, 2, 4]))
-    again = mt.minutiae_maps(images, np.array([2, 4, 1]))
-    assert len(calls) == 4 and first.shape == (3, 2, 32, 32) and first.dtype == torch.float16
+    first = mt.minutiae_maps(images, np.array([0, 2, 4]), backend="crossing")
+    again = mt.minutiae_maps(images, np.array([2, 4, 1]), backend="crossing")
+    assert calls == ["crossing"] * 4 and first.shape == (3, 2, 32, 32) and first.dtype == torch.float16
     assert torch.equal(first[1:], again[:2])
+    # another backend's targets are not the cached ones: extracted anew, with that backend (installed or not: the
+    # extraction is replaced above)
+    monkeypatch.setattr(mt, "resolve_backend", lambda name, option: name)
+    mt.minutiae_maps(images, np.array([0, 2]), backend="nbis")
+    assert calls[4:] == ["nbis", "nbis"]
     assert mt.minutiae_maps(images, np.array([], dtype=int)).shape == (0, 2, 32, 32)
     with pytest.raises(ValueError, match="N, 1, S, S"):
         mt.minutiae_maps(torch.zeros(2, 32, 32), np.array([0]))

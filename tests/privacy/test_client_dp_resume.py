@@ -67,3 +67,73 @@ def test_a_release_is_logged_before_the_model_leaves_and_a_rerun_round_counts_tw
     assert acc["epsilon"] == pytest.approx(client_epsilon(1.0, None, 2, 1e-5))
     assert len(load_releases(tmp_path)) == 2
     assert "n = 3 clients" in acc["delta_rule"]
+
+
+# ---------------------------------------------------------------------------- issue 59 §4: the log must be whole
+
+
+def _two_rounds_with_checkpoint(run_dir):
+    """Two DP rounds logged as the ServerApp logs them, and the checkpoint it writes after round 2."""
+    from flwr.app import Array, ArrayRecord
+
+    from fedprint.server.checkpoint import save_checkpoint
+
+    strat = _strategy(0.05)
+    strat.on_release = lambda r: append_release(run_dir, r)
+    _round(strat, 1)
+    _round(strat, 2)
+    save_checkpoint(run_dir, 2, ArrayRecord({k: Array(v) for k, v in _glob().items()}),
+                    strategy="fedavg", strategy_state=strat.state_dict(), rounds=[])
+    return strat
+
+
+def _resume(run_dir) -> DPAFFR:
+    """run_federation's resume order: the release log first, then the checkpoint's strategy state."""
+    from fedprint.server.checkpoint import load_checkpoint
+
+    strat = _strategy(0.05)
+    strat.restore_releases(load_releases(run_dir))
+    state, _ = load_checkpoint(run_dir)
+    strat.load_state_dict(state["strategy_state"])
+    return strat
+
+
+def test_a_deleted_release_log_refuses_the_resume_naming_the_rounds(tmp_path):
+    _two_rounds_with_checkpoint(tmp_path)
+    assert _resume(tmp_path).accounting()["releases"] == 2  # the whole log: accepted
+    (tmp_path / "checkpoint" / "dp_releases.json").unlink()
+    with pytest.raises(ValueError, match=r"2 round\(s\) were done and 2 release\(s\) logged, the release log holds "
+                                         r"0 and none for round\(s\) 1, 2; .*resume is refused"):
+        _resume(tmp_path)
+
+
+def test_a_truncated_log_or_an_old_checkpoint_is_refused_too(tmp_path):
+    import json
+
+    from fedprint.server.checkpoint import RELEASES_FORMAT
+
+    _two_rounds_with_checkpoint(tmp_path)
+    log = tmp_path / "checkpoint" / "dp_releases.json"
+    releases = json.loads(log.read_text())["releases"]
+    log.write_text(json.dumps({"format": RELEASES_FORMAT, "releases": releases[:1]}))
+    with pytest.raises(ValueError, match=r"holds 1 and none for round\(s\) 2;"):
+        _resume(tmp_path)
+    # round 2 logged twice but round 1 gone (same count): the rounds done still have to be there
+    log.write_text(json.dumps({"format": RELEASES_FORMAT, "releases": [releases[1], releases[1]]}))
+    with pytest.raises(ValueError, match=r"none for round\(s\) 1;"):
+        _resume(tmp_path)
+    state_file = tmp_path / "checkpoint" / "state.json"  # a checkpoint written before releases_logged existed
+    state = json.loads(state_file.read_text())
+    del state["strategy_state"]["releases_logged"]
+    state_file.write_text(json.dumps(state))
+    log.unlink()
+    with pytest.raises(ValueError, match=r"none for round\(s\) 1, 2"):
+        _resume(tmp_path)
+
+
+def test_a_resumed_strategy_without_its_log_restored_runs_no_round(tmp_path):
+    first = _two_rounds_with_checkpoint(tmp_path)
+    strat = _strategy(0.05)
+    strat.load_state_dict(first.state_dict())  # restore_releases never called
+    with pytest.raises(RuntimeError, match="restore its release log"):
+        _round(strat, 1)

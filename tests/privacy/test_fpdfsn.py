@@ -250,8 +250,8 @@ def test_cache_memory_only_and_seed_validation():
 def test_real_fvc_image_with_crossing_number_extractor():
     cv2 = pytest.importorskip("cv2")
     img = cv2.imread(str(REAL / "fvc_300x300_b" / "101_1.tif"), cv2.IMREAD_GRAYSCALE)
-    res = fpdfsn(img, FPDFSNParams(), 0)
-    assert 5 <= res.n_minutiae <= 150
+    res = fpdfsn(img, FPDFSNParams(backend="crossing"), 0)
+    assert 5 <= res.n_minutiae <= 150 and res.backend == "crossing"
     assert 0.0 < res.noise_mask.mean() < 0.5
     border = FPDFSNParams().border
     # the extractor's T_d: distance to the nearest outside pixel >= border (column 0 has distance 1)

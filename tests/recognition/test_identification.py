@@ -82,3 +82,24 @@ def test_a_probe_is_never_matched_to_its_own_file(searched):
     res = identify(model, gallery, gallery, min_quality=0, top_k=30)
     assert all(r.ranked[0][1] > 0 for r in res)  # its own image (distance 0) is left out
     assert all(r.rank is not None for r in res)  # every finger has another gallery impression
+
+
+def test_auto_score_is_the_minutiae_fusion_where_the_model_and_the_matcher_allow_it(searched, monkeypatch):
+    import fedprint.data.minutiae_matchers as mm
+    from fedprint.recognition.matching import resolve_score
+
+    model = searched[0]
+    monkeypatch.setattr(mm, "available", lambda name: True)
+    assert resolve_score(model, "auto")[0] == "minutiae"
+    assert resolve_score(model, "global") == ("global", "asked for")
+    monkeypatch.setattr(mm, "available", lambda name: False)
+    score, why = resolve_score(model, "auto")
+    assert score == "global" and "not installed" in why and "fedprint[classical]" in why
+    cal = model.meta.pop("minutiae_fusion")
+    try:
+        score, why = resolve_score(model, "auto")
+        assert score == "global" and "no minutiae-fusion calibration" in why
+    finally:
+        model.meta["minutiae_fusion"] = cal
+    with pytest.raises(ValueError, match="--score"):
+        resolve_score(model, "best")

@@ -161,8 +161,11 @@ def test_calibrate_then_evaluate_and_verify_with_the_minutiae_score(fake_matcher
     code = fedprint_cli.main(["verify", str(a), str(other), "--model", str(out), "--score", "minutiae", "--json"])
     res = json.loads(capsys.readouterr().out)  # the untrained network may still outvote the matcher: no verdict
     assert code == (0 if res["score"] >= cal["threshold"] else 1) and res["distance"] == -res["score"]
+    # identify re-ranks the embedding's shortlist with the same calibration (tests/recognition/test_identification.py)
     assert fedprint_cli.main(["identify", "--gallery", str(data), "--probe", str(a), "--model", str(out),
-                              "--score", "minutiae"]) == 2
+                              "--score", "minutiae", "--shortlist", "2", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["score"] == "minutiae" and found["shortlist"] == 2 and len(found["results"][0]["top"]) == 2
 
 
 def test_without_a_cache_every_pair_is_scored(fake_matcher):

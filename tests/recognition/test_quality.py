@@ -3,6 +3,7 @@ open-set identification — with an untrained tiny model (fast) and, where prese
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import math
@@ -78,14 +79,17 @@ class TestQualityGate:
     def test_blank_images_are_refused_before_any_comparison(self, kit, capsys):
         code, out, err = run(capsys, "verify", kit["black"], kit["white"], "--model", kit["model"])
         assert code == 2 and out == ""
-        assert f"no fingerprint found in {kit['black']}: quality 0.00 < 0.1" in err and "\n" not in err.strip()
+        assert f"no fingerprint found in {kit['black']}: degenerate image" in err and "\n" not in err.strip()
+        assert "fewer than 8 gray levels" in err  # the check that refused it is named
 
-    def test_a_1x1_image_is_refused_and_the_gate_can_be_turned_off(self, kit, capsys):
+    def test_a_degenerate_image_is_refused_even_with_the_gate_off(self, kit, capsys):
         code, _, err = run(capsys, "verify", kit["a"], kit["tiny"], "--model", kit["model"])
         assert code == 2 and f"no fingerprint found in {kit['tiny']}" in err and "1x1 px" in err
-        code, out, _ = run(capsys, "verify", kit["black"], kit["white"], "--model", kit["model"],
-                           "--min-quality", "0")
-        assert code in (0, 1) and "quality A 0.00, B 0.00" in out
+        code, out, err = run(capsys, "verify", kit["black"], kit["white"], "--model", kit["model"],
+                             "--min-quality", "0")
+        assert code == 2 and out == "" and "degenerate image" in err  # black vs white never "match"
+        code, out, _ = run(capsys, "verify", kit["a"], kit["b"], "--model", kit["model"], "--min-quality", "0")
+        assert code in (0, 1) and "quality A 0." in out  # a real picture is scored with the gate off
 
     def test_quality_and_threshold_source_printed_with_every_score(self, kit, capsys):
         code, out, _ = run(capsys, "verify", kit["a"], kit["b"], "--model", kit["model"])
@@ -104,7 +108,7 @@ class TestQualityGate:
         blank = kit["recs"][0].__class__(identity="x", impression=0, image=np.zeros((48, 48), np.uint8),
                                          domain="t", source="blank.png")
         res = identify(m, kit["recs"], [blank, kit["recs"][0]], skip_bad=True, report=report)
-        assert len(res) == 1 and report[0][0] == "blank.png" and "quality 0.00" in report[0][1]
+        assert len(res) == 1 and report[0][0] == "blank.png" and "degenerate image" in report[0][1]
 
     def test_evaluate_skip_bad_reports_blank_files(self, kit, capsys, tmp_path):
         data = write_generic(kit["recs"], tmp_path / "d")
@@ -269,3 +273,27 @@ class TestRealPrints:
         with pytest.raises(LowQualityError, match="no fingerprint found in B"):
             verify(m, read_gray(REAL / "fvc2002_db1_b" / "101_1.tif"), np.zeros((300, 300), np.uint8),
                    dpi_a=500, dpi_b=500)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nbis") is None, reason="nbis-py (the classical extra) not installed")
+def test_a_stripe_pattern_with_the_clarity_of_a_print_fails_the_minutiae_check():
+    from fedprint.recognition.quality import MIN_MINUTIAE, gate
+
+    yy, xx = np.mgrid[:300, :300]
+    for phase in (0.0, np.pi / 2):  # the two phase-shifted stripes that matched each other before
+        stripes = (127 + 100 * np.sin(2 * np.pi * (xx + 0.3 * yy) / 9 + phase)).astype(np.uint8)
+        q, why = gate(stripes, 500.0)
+        assert q > 0.8 and why is not None and f"< {MIN_MINUTIAE}" in why
+    assert gate(stripes, 500.0, min_quality=0)[1] is None  # the gate off: only degenerate images are refused
+
+
+def test_real_prints_pass_the_minutiae_check():
+    from fedprint.data.datasets import load_dataset
+    from fedprint.recognition.quality import gate
+    from fedprint.recognition.real_samples import real_samples_dir
+
+    root = real_samples_dir()
+    if root is None or importlib.util.find_spec("nbis") is None:
+        pytest.skip("needs ../shared/data/real and nbis-py")
+    recs = load_dataset("auto", root / "fvc2002_db1_b", dpi=None)[::20]
+    assert all(gate(r.image, r.dpi)[1] is None for r in recs)

@@ -202,7 +202,16 @@ def test_dp_config_defaults_and_kwargs():
 
 def test_fedprint_train_with_dp(dataset_config, tmp_path):  # noqa: F811
     cfg = dataset_config
-    text = cfg.read_text() + "[dp]\nenabled = true\nnoise_multiplier = 1.1\nmax_grad_norm = 0.5\n"
+    import cv2
+
+    # 40 fingers (20 a client): the per-finger hash split gives every part fingers (6 a client could leave one empty)
+    for r in stripe_records(n_fingers=40, n_impressions=3, size=40):
+        (tmp_path / "prints" / r.identity).mkdir(parents=True, exist_ok=True)
+        cv2.imwrite(str(tmp_path / "prints" / r.identity / f"{r.impression}.png"), r.image)
+    # seed 2: each client's hash split has two test and two val fingers (with 20 fingers about one key in five
+    # leaves a part short, and the split is refused rather than rebalanced)
+    text = (cfg.read_text().replace("[run]\n", "[run]\nseed = 2\n")
+            + "[dp]\nenabled = true\nnoise_multiplier = 1.1\nmax_grad_norm = 0.5\n")
     cfg.write_text(text)  # the P x K recipe keys DP-SGD would ignore: refused, naming them
     assert main(["train", "--mode", "local", "--config", str(cfg), "--quiet"]) == 2
     assert not (tmp_path / "runs").exists()
@@ -219,6 +228,22 @@ def test_fedprint_train_with_dp(dataset_config, tmp_path):  # noqa: F811
     report = (run_dir / "report.md").read_text()
     assert GROUP_PRIVACY_NOTE in report and "DP-SGD on" in report
     assert 0.0 <= metrics["average"]["eer"] <= 1.0
+    # issue 59 §2: the file, released.json and the report say what the guarantee does not cover
+    assert "**Outside the guarantee.**" in report and "keyed hash per finger" in report
+    from fedprint.models.model_file import load_model
+
+    for f in sorted(run_dir.glob("model_*.pt")):
+        m = load_model(f)
+        privacy = m.meta["privacy"]
+        assert set(privacy["covered_by_dp"]) == {"state_dict"}
+        outside = privacy["outside_dp_guarantee"]
+        for entry in ("threshold", "score_fusion", "metrics.test", "data.clients"):
+            assert entry in outside, entry
+        assert m.threshold is not None and m.meta["metrics"]["test"]  # released, and listed as outside
+        assert privacy["guarantee"]["split"] == "finger-hash" and privacy["guarantee"]["epsilon"] > 0
+    released = json.loads((run_dir / "released.json").read_text())
+    assert set(released["released_under_dp"]) == {f.name for f in run_dir.glob("model_*.pt")}
+    assert "clients.csv" in released["outside_dp_guarantee"]
 
 
 def test_two_runs_with_the_same_config_draw_different_noise(client):

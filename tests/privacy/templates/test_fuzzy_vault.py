@@ -106,7 +106,9 @@ def test_template_file_holds_no_clear_minutiae_and_detects_damage(tmp_path):
     g = _genuine(rng)
     vault, coef = lock(g, degree=8, n_chaff=200, rng=rng)
     helper = np.full((10, 10), 3, np.uint8)
-    path = write_template(tmp_path / "t.json", "vault", {"degree": 8, "slots": 1},
+    params = {"degree": 8, "slots": 1, "n_chaff": 200, "max_genuine": 24, "tol_px": 12.0, "tol_angle": 0.5,
+              "max_trials": 4000}
+    path = write_template(tmp_path / "t.json", "vault", params,
                           {"xs": vault.xs.astype(np.uint32), "ys": vault.ys.astype(np.uint32), "salt": vault.salt,
                            "digest": vault.digest, "helper": helper}, hardened=False)
     scheme, params, data, hardened = read_template(path)
@@ -117,7 +119,7 @@ def test_template_file_holds_no_clear_minutiae_and_detects_damage(tmp_path):
     assert np.isin(g, data["xs"]).all() and len(data["xs"]) == 224
     assert coef.astype(">u4").tobytes() not in path.read_bytes()
     with pytest.raises(FileExistsError):
-        write_template(path, "vault", {}, {}, hardened=False)
+        write_template(path, "vault", params, {}, hardened=False)
     text = path.read_text()
     (tmp_path / "bad.json").write_text(text.replace('"degree": 8', '"degree": 9'))
     with pytest.raises(ValueError, match="checksum"):
@@ -140,3 +142,23 @@ def test_password_transform_and_helper_mask():
     masked = mask_helper(helper, k1)
     assert np.array_equal(mask_helper(masked, k1, inverse=True), helper)
     assert not np.array_equal(mask_helper(masked, k2, inverse=True), helper)
+
+
+def test_version_1_vault_files_are_refused_as_the_weak_construction(tmp_path):
+    rng = np.random.default_rng(6)
+    vault, _ = lock(_genuine(rng), degree=8, n_chaff=200, rng=rng)
+    params = {"degree": 8, "slots": 1, "n_chaff": 200, "max_genuine": 24, "tol_px": 12.0, "tol_angle": 0.5,
+              "max_trials": 4000}
+    path = write_template(tmp_path / "t.json", "vault", params,
+                          {"xs": vault.xs.astype(np.uint32), "ys": vault.ys.astype(np.uint32), "salt": vault.salt,
+                           "digest": vault.digest, "helper": np.full((4, 4), 3, np.uint8)}, hardened=False)
+    doc = json.loads(path.read_text())
+    assert doc["version"] == 2
+    doc["version"] = 1  # what FedPrint wrote before issue 59 (checksum recomputed: a genuine old file)
+    from fedprint.privacy.templates.template_file import _digest
+
+    doc["sha256"] = _digest(doc)
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="version-1 vault template: the first, weak construction.*re-enrol"):
+        read_template(old)
