@@ -57,6 +57,9 @@ MIN_MINUTIAE = 5
 #: Smallest side (px at 500 dpi, about 6.5 mm) of an image the minutiae count judges: MINDTCT works in 24 px
 #: windows and finds next to nothing in a smaller crop, which the quality measure alone then judges.
 MINUTIAE_SIDE_500 = 128
+#: Lowest resolution (dpi) the minutiae count judges: MINDTCT is built for 500 ppi scans and finds few minutiae in
+#: a low-resolution capture (a SOCOFing-like 170 dpi print: 3), which the quality measure alone then judges.
+MINUTIAE_MIN_DPI = 300.0
 #: An image is degenerate, refused even with the gate off, below this side (px) or gray range (levels).
 MIN_SIDE, MIN_GRAY_RANGE = 16, 8
 
@@ -135,7 +138,8 @@ def gate(image: np.ndarray, dpi: float | None, min_quality: float = MIN_QUALITY)
 
     Three checks: :func:`degenerate` (always), then with the gate on (``min_quality > 0``) the quality
     (:func:`print_quality` >= ``min_quality``) and, where nbis-py is installed and the image is at least
-    :data:`MINUTIAE_SIDE_500` px a side at 500 dpi, at least :data:`MIN_MINUTIAE` MINDTCT minutiae.
+    :data:`MINUTIAE_SIDE_500` px a side at 500 dpi and scanned at :data:`MINUTIAE_MIN_DPI` dpi or more, at least
+    :data:`MIN_MINUTIAE` MINDTCT minutiae.
     """
     why = degenerate(image)
     if why is not None:
@@ -145,8 +149,9 @@ def gate(image: np.ndarray, dpi: float | None, min_quality: float = MIN_QUALITY)
         return q, None
     if q < min_quality:
         return q, f"quality {q:.2f} < {min_quality:g}"
-    side = min(np.shape(image)) * 500.0 / (float(dpi) if dpi else 500.0)
-    n = minutiae_count(image, dpi) if side >= MINUTIAE_SIDE_500 else None
+    res = float(dpi) if dpi else 500.0
+    side = min(np.shape(image)) * 500.0 / res
+    n = minutiae_count(image, dpi) if side >= MINUTIAE_SIDE_500 and res >= MINUTIAE_MIN_DPI else None
     if n is not None and n < MIN_MINUTIAE:
         return q, (f"MINDTCT found {n} minutiae (< {MIN_MINUTIAE}): a ridge pattern without ridge endings or "
                    "bifurcations is not a fingerprint")
