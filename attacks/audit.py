@@ -489,8 +489,10 @@ def _headline(result: dict) -> str:
         aucs = [m["auc"] for m in result["row"]["attacks"].values()]
         return f" (test EER {fmt(result['row']['test_eer'])}, best attack AUC {max(aucs):.3f})"
     if "rows" in result and all("verdict" in r for r in result["rows"]):
-        return "".join(f" ({r['method']}: ε_lb {r['ε_lb (1 release)']:.2f} vs claimed "
-                       f"{r['claimed ε (1 release)']:.2f}, {r['verdict']})" for r in result["rows"]) or \
+        return "".join(f" ({r['method']}: ε_lb {r['ε_lb (audited releases)']:.2f} vs claimed "
+                       f"{r['claimed ε (audited releases)']:.2f} over {r['rounds / canary']} release(s), "
+                       f"{r['verdict']}; power: catches a noise shortfall "
+                       f"{r['power: shortfall caught (p ≥ 0.9)']} with p ≥ 0.9)" for r in result["rows"]) or \
             " (no client-level DP method in this run)"
     if "rows" in result:
         aucs = [m["auc"] for r in result["rows"] for m in r["attacks"].values()]

@@ -57,7 +57,7 @@ def violation_threshold(trials: int, guesses: int, claimed_epsilon: float, delta
                         confidence: float) -> int | None:
     """v*: the fewest correct guesses (of ``guesses``) for which the audit's ε_lb exceeds ``claimed_epsilon``;
     None when even all-correct guesses cannot (the claimed ε is at or above the audit's ceiling)."""
-    from fedprint.attacks.one_run_audit import epsilon_lower_bound
+    from fedprint.attacks.one_run_bound import epsilon_lower_bound
 
     def flags(v: int) -> bool:
         return epsilon_lower_bound(trials, guesses, v, delta, confidence) > claimed_epsilon
