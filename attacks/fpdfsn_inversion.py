@@ -64,11 +64,11 @@ def invert_network_input(x: torch.Tensor | np.ndarray, beta: float, normalizatio
 
 
 def estimated_noise_mask(inverted_gray: np.ndarray, params: FPDFSNParams, *, extractor=None) -> np.ndarray:
-    """The attacker's estimate of FP-DFSN's noise mask: the defender's pipeline (sharpen, crossing-number
-    minutiae, disks of ``params.radius``) run on the β-inverted reconstruction."""
-    from fedprint.data.minutiae import extract_minutiae
+    """The attacker's estimate of FP-DFSN's noise mask: the defender's pipeline (sharpen, the minutiae of the
+    defender's backend ``params.backend``, disks of ``params.radius``) run on the β-inverted reconstruction."""
+    from fedprint.privacy.fpdfsn import minutiae_extractor
 
-    extractor = extract_minutiae if extractor is None else extractor
+    extractor = minutiae_extractor(getattr(params, "backend", "auto")) if extractor is None else extractor
     img = to_uint8(np.asarray(inverted_gray, dtype=np.float64))
     minutiae = np.asarray(extractor(to_uint8(sharpen(img, params.d0)), border=params.border),
                           dtype=np.float64).reshape(-1, 4)

@@ -19,7 +19,7 @@ import argparse
 import os
 from pathlib import Path
 
-from fedprint.config.arg_types import scan_dpi
+from fedprint.config.arg_types import scan_dpi, unit_float
 
 PIN_ENV = "FEDPRINT_PIN"
 
@@ -46,6 +46,15 @@ def read_pin(confirm: bool = False) -> str:
     if not pin:
         raise ValueError("--pin: empty PIN")
     return pin
+
+
+def _gate(images: list, names: list[str], dpi: float, min_quality: float | None) -> str:
+    """The quality gate every path that reads a print passes (:func:`fedprint.recognition.quality.check_quality`:
+    degenerate images always, quality and minutiae with the gate on); returns the qualities, printable."""
+    from fedprint.recognition.quality import MIN_QUALITY, check_quality
+
+    q = check_quality(images, [dpi] * len(images), names, MIN_QUALITY if min_quality is None else min_quality)
+    return ", ".join(f"{v:.2f}" for v in q)
 
 
 def _images(paths: list[str]):
@@ -99,6 +108,7 @@ def _enroll(args: argparse.Namespace) -> int:
         raise FileExistsError(f"-o/--output: {args.out} exists; templates are never overwritten (give a new name)")
     _check_options(args)
     images = _images(args.images)
+    quality = _gate(images, args.images, args.dpi, args.min_quality)
     pin = read_pin(confirm=True) if args.pin else None
     if args.scheme == "vault":
         from fedprint.data.minutiae_backends import extract, resolve_backend
@@ -112,7 +122,7 @@ def _enroll(args: argparse.Namespace) -> int:
         print(f"enrolled {len(images)} impression(s): fuzzy vault of {info['points']} points (degree "
               f"{params.degree}, {params.n_chaff} chaff elements, {info['genuine']} genuine elements hidden"
               f"{', weighted' if params.weighted else ''}, minutiae by {backend}"
-              f"{', PIN-hardened' if pin else ''}) -> {args.out}")
+              f"{', PIN-hardened' if pin else ''}) -> {args.out}\n  quality {quality}; {args.dpi:g} dpi")
     else:
         if pin:
             raise ValueError("--pin: PIN hardening is implemented for the vault scheme only (--scheme vault)")
@@ -127,7 +137,7 @@ def _enroll(args: argparse.Namespace) -> int:
         write_template(args.out, "sketch", {"k_message": args.sketch_k, "model": str(args.model),
                                             "dpi": args.dpi}, data, hardened=False)
         print(f"enrolled {len(images)} impression(s): embedding sketch (128 interval sketches + RS code offset, "
-              f"K = {args.sketch_k}) -> {args.out}")
+              f"K = {args.sketch_k}) -> {args.out}\n  quality {quality}; {args.dpi:g} dpi")
     return 0
 
 
@@ -137,13 +147,15 @@ def verify_with_template(args: argparse.Namespace) -> int:
 
     scheme, params, data, hardened = read_template(args.template)
     probe = _images([args.a])[0]
+    dpi = getattr(args, "dpi", None) or 500.0
+    quality = _gate([probe], [args.a], dpi, getattr(args, "min_quality", None))
     if scheme == "vault":
         from fedprint.data.minutiae_backends import extract, resolve_backend
         from fedprint.privacy.templates.vault_template import verify
 
         backend = resolve_backend(params.get("minutiae_backend", "crossing"), f"{args.template}: minutiae_backend")
         pin = read_pin() if hardened or args.pin else None
-        res = verify(data, params, extract(probe, backend, dpi=getattr(args, "dpi", None) or 500.0)[:, :4], probe,
+        res = verify(data, params, extract(probe, backend, dpi=dpi)[:, :4], probe,
                      pin=pin, hardened=hardened)
         detail = f"{res['matched_elements']} vault elements matched, {res['trials']} decoding trials"
         if hardened and not res["match"]:
@@ -159,7 +171,10 @@ def verify_with_template(args: argparse.Namespace) -> int:
         e = embed_images(model, [probe], [args.dpi])[0]
         res = embedding_sketch.verify(data, params, np.asarray(e))
         detail = f"{res['corrected']} coordinates corrected" if res["match"] else "outside the correction radius"
-    print(f"{'MATCH' if res['match'] else 'NO MATCH'}: {scheme} template {args.template} ({detail})")
+    decided = ("the vault decodes (its polynomial's hash matches)" if scheme == "vault"
+               else "the RS code corrects the probe's sketch")
+    print(f"{'MATCH' if res['match'] else 'NO MATCH'}: {scheme} template {args.template} ({detail})\n"
+          f"  quality {quality}; {dpi:g} dpi; decision: match iff {decided}")
     return 0 if res["match"] else 1
 
 
@@ -218,6 +233,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="RS message symbols of the sketch, 1 <= K < 128 (corrects (128-K)/2)")
     e.add_argument("--model", default=None, help="model for --scheme sketch (default: the shipped synthetic model)")
     e.add_argument("--dpi", type=scan_dpi, default=500.0, help="image resolution (dots per inch)")
+    e.add_argument("--min-quality", type=unit_float, default=None,
+                   help="quality gate of every impression, as verify's (default 0.1; 0 turns it off)")
     e.add_argument("--minutiae-backend", default="auto", help="vault minutiae extractor: auto (NBIS when installed, "
                                                               "else crossing), nbis, leader or crossing")
     e.set_defaults(func=_enroll)

@@ -286,8 +286,12 @@ def _probe_records(args: argparse.Namespace, gallery: list, report: list) -> tup
     img = _read(args.probe, "--probe")
     src = str(probe.resolve())
     same = next((g for g in gallery if g.source == src), None)
+    g_dpis = {float(g.dpi) for g in gallery if g.dpi}
+    inside = Path(src).is_relative_to(Path(args.gallery).resolve())
     if same is not None and dpi is None:
         value, how = float(same.dpi), "the gallery's, this file is in the gallery"
+    elif inside and dpi is None and len(g_dpis) == 1:  # a file of the gallery's folder left out by its gate
+        value, how = g_dpis.pop(), "the gallery layout's, this file is under --gallery"
     else:
         value, how = _image_dpi(args.probe, dpi, "--probe-dpi" if args.probe_dpi is not None else "--dpi")
     rec = FingerprintRecord(identity=probe.stem, impression=0, image=img, domain="probe", source=src, dpi=value)
@@ -324,7 +328,12 @@ def _identify(args: argparse.Namespace) -> int:
                else None, "skipped": [{"path": str(p), "reason": r} for p, r in report]}
     if known:
         curve = cmc(results, args.top_k)
-        summary.update({"rank1": float(curve[0]), "cmc": curve.tolist()})
+        enrolled: dict = {}
+        for g in gallery:
+            enrolled.setdefault(g.identity, set()).add(g.source)
+        # a probe whose finger is enrolled only by the probe's own file has no mate to find: said, not hidden
+        alone = [r.probe for r in results if enrolled.get(r.identity, set()) <= {r.probe}]
+        summary.update({"rank1": float(curve[0]), "cmc": curve.tolist(), "probes_without_mate": alone})
     rows = [{"probe": r.probe, "quality": r.quality, "candidate": r.candidate,
              "decision": None if t is None else ("match" if r.candidate is not None else "not enrolled"),
              "top": [{"identity": n, "distance": d} for n, d in r.ranked], "identity": r.identity, "rank": r.rank}
@@ -347,6 +356,9 @@ def _identify(args: argparse.Namespace) -> int:
     if t is not None:
         print(f"open set: threshold {t:.4f} ({summary['threshold_source']}); {summary['not_enrolled']} probe(s) not "
               "enrolled")
+    if known and summary["probes_without_mate"]:
+        print(f"{len(summary['probes_without_mate'])} probe(s) have no other enrolled impression of their finger "
+              "(counted as not found): " + ", ".join(summary["probes_without_mate"][:5]))
     if known:
         print(f"rank-1 {100 * summary['rank1']:.1f} %; CMC (ranks 1..{args.top_k}): "
               + ", ".join(f"{100 * c:.1f}" for c in summary["cmc"]))

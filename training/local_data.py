@@ -96,6 +96,7 @@ def apply_fpdfsn(
         "images": len(out), "without_minutiae": int((counts == 0).sum()),
         "mean_minutiae": float(counts.mean()) if len(counts) else 0.0,
         "cache_hits": cache.hits, "cache_misses": cache.misses,
+        "minutiae_backend": getattr(params, "backend", "crossing"),  # what this node's "auto" resolved to
     }
     return out, stats
 

@@ -299,7 +299,7 @@ class TestMessagesNameTheCulprit:
         import getpass
 
         monkeypatch.setenv("FEDPRINT_PIN", "")
-        code, _, err = run(capsys, "enroll", image, "--pin", "-o", tmp_path / "t.fpt")
+        code, _, err = run(capsys, "enroll", image, "--pin", "-o", tmp_path / "t.fpt", "--min-quality", "0")
         assert code == 2 and one_line(err) and "$FEDPRINT_PIN is set but empty" in err
         monkeypatch.delenv("FEDPRINT_PIN")
 
@@ -307,7 +307,7 @@ class TestMessagesNameTheCulprit:
             raise EOFError
 
         monkeypatch.setattr(getpass, "getpass", closed)
-        code, _, err = run(capsys, "enroll", image, "--pin", "-o", tmp_path / "t.fpt")
+        code, _, err = run(capsys, "enroll", image, "--pin", "-o", tmp_path / "t.fpt", "--min-quality", "0")
         assert code == 2 and one_line(err) and "--pin: no terminal to ask for the PIN" in err
         assert not (tmp_path / "t.fpt").exists()
 
@@ -493,3 +493,17 @@ class TestReadmeAndProgram:
         for command in ("fedprint enroll", "fedprint calibrate", "fedprint ledger show"):
             assert command in readme
         assert "enroll imp1.png imp2.png imp3.png -o alice.fpt" in readme
+
+
+class TestEveryPathThatReadsAPrintPassesTheGate:
+    """Issue 60 §2: enroll and verify --template pass the same gate as verify, and say the same facts."""
+
+    def test_a_black_enrolment_or_probe_is_refused_naming_the_file(self, capsys, tmp_path):
+        import numpy as np
+        from PIL import Image
+
+        black = tmp_path / "black.png"
+        Image.fromarray(np.zeros((300, 300), np.uint8)).save(black)
+        code, _, err = run(capsys, "enroll", black, "-o", tmp_path / "t.fpt", "--min-quality", "0")
+        assert code == 2 and one_line(err) and f"no fingerprint found in {black}: degenerate image" in err
+        assert not (tmp_path / "t.fpt").exists()

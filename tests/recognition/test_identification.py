@@ -103,3 +103,17 @@ def test_auto_score_is_the_minutiae_fusion_where_the_model_and_the_matcher_allow
         model.meta["minutiae_fusion"] = cal
     with pytest.raises(ValueError, match="--score"):
         resolve_score(model, "best")
+
+
+def test_identify_says_which_probes_have_no_mate_to_find(tmp_path, capsys):
+    import json
+
+    import fedprint.cli.main as fedprint_cli
+    from fedprint.data.stripes import write_generic
+
+    recs = stripe_records(n_fingers=3, n_impressions=2, size=40, seed=2)
+    data = write_generic([*recs[:5]], tmp_path / "g")  # the third finger keeps one impression
+    assert fedprint_cli.main(["identify", "--gallery", str(data), "--probe", str(data), "--score", "global",
+                              "--min-quality", "0", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert len(found["probes_without_mate"]) == 1 and found["probes"] == 5
