@@ -29,7 +29,14 @@ def register(subparsers) -> None:
                     "with/without FP-DFSN and DP-SGD comparison models are trained by the audit itself on the "
                     "run's data and seeds. Every part is saved as soon as it finishes; the same command with the "
                     "same --out resumes an interrupted audit.")
-    p.add_argument("--run", required=True, help="run directory to audit (read-only)")
+    p.add_argument("--run", default=None, help="run directory to audit (read-only)")
+    p.add_argument("--templates", nargs="+", default=None, metavar="FILE",
+                   help="instead of --run: attack these protected template files (fedprint enroll) from the files "
+                        "alone, one line each with the work it took (fedprint.attacks.template_audit)")
+    p.add_argument("--budget", type=int, default=100_000,
+                   help="--templates: polynomial interpolations per file (default 100,000)")
+    p.add_argument("--pin-guesses", type=int, default=10_000,
+                   help="--templates: 4-digit PINs tried on a PIN-hardened file, from 0000 (default all 10,000)")
     p.add_argument("--attacks", type=_attacks, default=["mia"],
                    help=f"comma-separated subset of {','.join(ATTACK_NAMES)} (default: mia)")
     p.add_argument("--out", default=None,
@@ -51,6 +58,15 @@ def register(subparsers) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if (args.run is None) == (args.templates is None):
+        raise ValueError("--run / --templates: give exactly one (a run directory, or template files)")
+    if args.templates is not None:
+        from fedprint.attacks.template_audit import audit_template_files
+
+        rows = audit_template_files(args.templates, budget=args.budget, pin_guesses=args.pin_guesses)
+        opened = [r for r in rows if r["opened"]]
+        print(f"fedprint audit: {len(opened)} of {len(rows)} template file(s) opened from the file alone")
+        return 0
     from dataclasses import replace
 
     from fedprint.attacks.audit import QUICK, AuditSettings, run_audit

@@ -38,3 +38,20 @@ def test_enroll_verify_pin_and_damage(tmp_path, monkeypatch, capsys):
     assert fedprint_cli.main(["verify", _img(101, 1), "--template", str(h)]) == 0
     monkeypatch.setenv("FEDPRINT_PIN", "2469")
     assert fedprint_cli.main(["verify", _img(101, 1), "--template", str(h)]) == 1  # wrong PIN refused
+
+
+def test_audit_attacks_template_files_from_the_files_alone(tmp_path, monkeypatch, capsys):
+    t = tmp_path / "t.fpt"
+    assert fedprint_cli.main(["enroll", *[_img(102, i) for i in (1, 2, 3)], "-o", str(t)]) == 0
+    h = tmp_path / "h.fpt"
+    monkeypatch.setenv("FEDPRINT_PIN", "0007")
+    assert fedprint_cli.main(["enroll", *[_img(102, i) for i in (1, 2, 3)], "-o", str(h), "--pin"]) == 0
+    capsys.readouterr()
+    assert fedprint_cli.main(["audit", "--templates", str(t), str(h), "--budget", "2000", "--pin-guesses",
+                              "20"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    # the current construction is not opened within this small budget; each line says the work it took
+    assert "not opened after 2,000 interpolations" in out[0] and "spacing flags 0" in out[0]
+    assert "PIN search 20 guesses" in out[1] and "PINs 0000-0019 only" in out[1]
+    assert out[-1] == "fedprint audit: 0 of 2 template file(s) opened from the file alone"
+    assert fedprint_cli.main(["audit", "--templates", str(t), "--run", str(tmp_path)]) == 2
