@@ -28,13 +28,12 @@ fingers for about one in 500, one of 100 fingers for fewer than one in 10^6. Det
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from fedprint.data.pairs import PROTOCOLS, Split, check_fold
-from fedprint.data.partition import check_indices, finger_codes
+from fedprint.data.pairs import Split, check_split_args
+from fedprint.data.partition import finger_codes
 from fedprint.data.record import FingerprintRecord
 
 #: Name of this split rule (recorded in run reports and model files).
@@ -68,19 +67,7 @@ def hash_split_records(
     ValueError
         On bad parameters, or when train, test or (non-empty-by-request) val holds no genuine pair.
     """
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
-    if not (math.isfinite(test_fraction) and 0.0 < test_fraction < 1.0):
-        raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction!r}")
-    if not (math.isfinite(val_fraction) and 0.0 <= val_fraction < 1.0):
-        raise ValueError(f"val_fraction must lie in [0, 1), got {val_fraction!r}")
-    if fold is not None:
-        check_fold(fold)
-        if protocol != "open":
-            raise ValueError(f"fold: K-fold splits by finger need protocol='open', got {protocol!r}")
-    idx = check_indices(records, indices)
-    if idx.size < 2:
-        raise ValueError(f"indices: need at least 2 records to split, got {idx.size}")
+    idx = check_split_args(records, indices, protocol, test_fraction, val_fraction, fold)
     codes, n_fingers = finger_codes(records, idx)
     first = {}
     for pos, c in enumerate(codes.tolist()):

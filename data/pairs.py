@@ -198,6 +198,26 @@ def check_fold(fold) -> None:
         raise ValueError(f"fold: expected (k, K) with integers K >= 2 and 0 <= k < K, got {fold!r}")
 
 
+def check_split_args(records, indices, protocol: str, test_fraction: float, val_fraction: float,
+                     fold: tuple[int, int] | None) -> np.ndarray:
+    """The checks every finger split makes (:func:`split_records`, :func:`fedprint.data.hash_split.hash_split`);
+    returns the record indices to split."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    if not (math.isfinite(test_fraction) and 0.0 < test_fraction < 1.0):
+        raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction!r}")
+    if not (math.isfinite(val_fraction) and 0.0 <= val_fraction < 1.0):
+        raise ValueError(f"val_fraction must lie in [0, 1), got {val_fraction!r}")
+    if fold is not None:
+        check_fold(fold)
+        if protocol != "open":
+            raise ValueError(f"fold: K-fold splits by finger need protocol='open', got {protocol!r}")
+    idx = check_indices(records, indices)
+    if idx.size < 2:
+        raise ValueError(f"indices: need at least 2 records to split, got {idx.size}")
+    return idx
+
+
 def split_records(
     records: Sequence[FingerprintRecord],
     indices=None,
@@ -239,19 +259,7 @@ def split_records(
     ValueError
         On bad parameters, or when train, test or (non-empty-by-request) val would contain no genuine pair.
     """
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
-    if not (math.isfinite(test_fraction) and 0.0 < test_fraction < 1.0):
-        raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction!r}")
-    if not (math.isfinite(val_fraction) and 0.0 <= val_fraction < 1.0):
-        raise ValueError(f"val_fraction must lie in [0, 1), got {val_fraction!r}")
-    if fold is not None:
-        check_fold(fold)
-        if protocol != "open":
-            raise ValueError(f"fold: K-fold splits by finger need protocol='open', got {protocol!r}")
-    idx = check_indices(records, indices)
-    if idx.size < 2:
-        raise ValueError(f"indices: need at least 2 records to split, got {idx.size}")
+    idx = check_split_args(records, indices, protocol, test_fraction, val_fraction, fold)
     rng = np.random.default_rng(seed)
     codes, n_fingers = finger_codes(records, idx)
 

@@ -34,6 +34,7 @@ from fedprint.models.model_file import load_model, pretrained_path
 from fedprint.recognition.identification import _per_identity
 from fedprint.recognition.matching import embed_images
 from fedprint.recognition.minutiae_fusion import calibration, fused_scores
+from fedprint.recognition.real_samples import real_root
 from studies.peers import SETS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,11 +158,10 @@ def render(res: dict, model_path: Path, command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import os
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--real", type=Path, default=Path(os.environ.get("FEDPRINT_REAL_SAMPLES",
-                                                                      ROOT.parent / "shared/data/real")))
+    ap.add_argument("--real", type=Path, default=real_root(), help="real-set root (default: $FEDPRINT_REAL_SAMPLES "
+                                                                   "or ../shared/data/real)")
     ap.add_argument("--model", type=Path, default=pretrained_path())
     ap.add_argument("--matcher", default="nbis")
     ap.add_argument("--shortlists", default="5,10,20,50")

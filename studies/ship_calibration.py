@@ -17,7 +17,6 @@ written).
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from fedprint.models.metrics import eer, threshold_at_fmr, verification_metrics
 from fedprint.models.model_file import load_model, pretrained_path, with_minutiae_fusion_bytes
 from fedprint.recognition.matching import capped_impostors, minutiae_parts, protocol_pairs
 from fedprint.recognition.minutiae_fusion import calibration, fused_scores
+from fedprint.recognition.real_samples import real_root
 from studies.peers import SETS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--real", type=Path, default=Path(os.environ.get("FEDPRINT_REAL_SAMPLES",
-                                                                      ROOT.parent / "shared/data/real")))
+    ap.add_argument("--real", type=Path, default=real_root(), help="real-set root (default: $FEDPRINT_REAL_SAMPLES "
+                                                                   "or ../shared/data/real)")
     ap.add_argument("--model", type=Path, default=pretrained_path())
     ap.add_argument("--matcher", default="nbis")
     ap.add_argument("--fmr", type=float, default=0.01)
