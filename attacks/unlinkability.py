@@ -1,4 +1,4 @@
-"""Unlinkability of protected templates: the D<->sys metric of Gomez-Barrero et al. 2017 [1]_ (ISO/IEC 30136).
+"""Unlinkability of protected templates: the D<->sys metric of Gomez-Barrero et al. 2017 [1]_ (ISO/IEC 30136 [2]_).
 
 Given linkage scores of *mated* template pairs (two templates of one finger, from different enrolments or
 systems) and *non-mated* pairs (two fingers), the local measure at score s is

@@ -11,7 +11,7 @@ Mechanism, per round (:class:`fedprint.server.secure_strategy.SecureAggregation`
    gap).
 2. Each client clips Δ_i to L2 norm C, scales it by its α_i and adds N(0, σ²/n_min · I), σ = z·2C·max α (the
    weighted sum's replace-one sensitivity), n_min = t, the reconstruction threshold (:func:`client_noise_std`).
-3. The server unmasks only the sum over U2, the clients whose masked vectors arrived; a round with |U2| < t is
+3. The server unmasks only the sum over U2, the clients whose masked vectors arrived; a round with ``|U2|`` < t is
    aborted (nothing unmasked), so every unmasked sum carries at least t noise shares: total variance >= σ². No
    renormalisation over U2 (a missing client counts as a zero update at its weight, as in the central variant).
 
@@ -29,7 +29,7 @@ Guarantee (stated for :func:`accounting`):
   other client: client j's message is a post-processing of α_j Δ̃_j + N(0, σ²/t), a Gaussian mechanism with
   multiplier z/√t (its gap release unchanged).
 * Colluding clients subtract their own noise: against a server with c colluding clients the ε_distributed bound
-  needs |U2| − c >= t; the report gives |U2| per round so the margin is visible.
+  needs ``|U2|`` − c >= t; the report gives ``|U2|`` per round so the margin is visible.
 
 Not protected: the cohort, names, the clients' example counts, their noised gaps' standard errors, training losses
 and test metrics (the server's round logs), and which clients were in each sum.

@@ -189,7 +189,7 @@ def unseal(key: bytes, round_id: str, src: int, dst: int, ciphertext: bytes) -> 
 
 
 def expected_clipped_fraction(clipping_range: float, std: float) -> float:
-    """P(|N(0, std²)| > c): the share of coordinates a Gaussian of that std loses to clipping (DP noise sizing)."""
+    """``P(|N(0, std²)| > c)``: the share of coordinates a Gaussian of that std loses to clipping (DP noise sizing)."""
     return math.erfc(clipping_range / (std * math.sqrt(2))) if std > 0 else 0.0
 
 

@@ -23,7 +23,7 @@ implementation and Bell et al. Fig. 1/Alg. 2) on top of ``Grid.send_and_receive`
 Drop-outs: a client lost in stage 2 is outside the sum (its pairwise masks are cancelled from its neighbours'
 shares of s_j); one lost in stage 3 is still in the sum (its b_i is rebuilt from t shares). A round aborts (returns
 no sum, logged) when fewer than t clients sent masked vectors, when any client has fewer than t live neighbours, or
-when a needed secret has fewer than t shares. The neighbour graph is a random ring of k = |N(i)| (SecAgg+'s
+when a needed secret has fewer than t shares. The neighbour graph is a random ring of k = ``|N(i)|`` (SecAgg+'s
 "Harary" graph with k−1 neighbours), drawn from OS entropy; k = the cohort gives SecAgg's complete graph.
 """
 

@@ -1,17 +1,18 @@
 """Chaff for the minutiae vault that the template file cannot tell from genuine points (issue 59).
 
 The file shows, per vault element, a cell and a direction sector (:mod:`.quantise`), and beside them the alignment
-helper field (:mod:`.alignment`: the enrolment ridge orientation per 8 px block, in clear unless PIN-hardened).
+helper field (:mod:`fedprint.privacy.templates.alignment`: the enrolment ridge orientation per 8 px block, in
+clear unless PIN-hardened).
 Two statistics of those gave the genuine points of the first construction away without a probe:
 
 * **direction vs the helper** — a genuine minutia's direction follows the local ridge orientation (median gap
   0-11 degrees on the real sets), chaff directions were uniform. Ranking elements by that gap and interpolating
   among the top few dozen opened every real template in at most ~72,000 interpolations
   (:func:`fedprint.attacks.template_attacks.helper_guided_attack`).
-* **spacing** — chaff kept a minimum distance from every point (Nandakumar, Jain & Pankanti 2007 Sec. 3),
+* **spacing** — chaff kept a minimum distance from every point (Nandakumar, Jain & Pankanti 2007 [3]_ Sec. 3),
   genuine minutiae did not: two elements closer than the rule were both genuine.
 
-The construction here removes both (Clancy et al. 2003 and Chang et al. 2004 already warned that chaff must
+The construction here removes both (Clancy et al. 2003 [1]_ and Chang et al. 2006 [2]_ already warned that chaff must
 follow the genuine feature distribution):
 
 * :func:`helper_orientation` / :func:`deviations` — the gap of each genuine minutia to the stored helper
