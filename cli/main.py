@@ -11,33 +11,11 @@ same as a command's own ``--quiet``). Every option's help shows its default.
 
 from __future__ import annotations
 
-import os
+import argparse
+import importlib
+import logging
 import signal
 import sys
-
-
-def _interrupted_early(signum, frame) -> None:  # noqa: ARG001 (signal handler protocol)
-    """Ctrl-C before :func:`main` runs (while Python imports this module): one line, exit 130, nothing written yet."""
-    os.write(2, b"fedprint: interrupted\n")
-    os._exit(130)
-
-
-def _install_early_handler() -> None:
-    """The first thing the ``fedprint`` program does (console script or ``python -m fedprint``); an embedding
-    program (tests, notebooks) keeps its own SIGINT handling."""
-    if os.path.basename(sys.argv[0] if sys.argv else "") not in ("fedprint", "__main__.py"):
-        return
-    try:
-        signal.signal(signal.SIGINT, _interrupted_early)
-    except ValueError:  # not the main thread
-        pass
-
-
-_install_early_handler()
-
-import argparse  # noqa: E402 (after the SIGINT handler: Ctrl-C during these imports is one line too)
-import importlib  # noqa: E402
-import logging  # noqa: E402
 
 #: Command -> (module that registers it, one-line help shown by ``fedprint --help``), in help order.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -261,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        # fedprint/__init__.py installs the early handler before this module is imported
         if getattr(signal.getsignal(signal.SIGINT), "__name__", "") == "_interrupted_early":
             signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on Ctrl-C raises KeyboardInterrupt
         return _main(argv)

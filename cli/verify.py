@@ -115,6 +115,19 @@ def _distance_name(score: str) -> str:
     return "fused distance (-score)" if score in FUSED else "distance"
 
 
+def _scoring_model(args: argparse.Namespace):
+    """``--model`` loaded, ``--score`` resolved (``auto``: :func:`fedprint.recognition.matching.resolve_score`;
+    ``args.score`` becomes the score used) and ``--threshold`` checked against its range; returns the model and
+    why that score was chosen."""
+    from fedprint.models.model_file import load_model
+    from fedprint.recognition.matching import resolve_score
+
+    model = load_model(args.model)
+    args.score, why = resolve_score(model, args.score)
+    check_threshold_option(args, model)
+    return model, why
+
+
 def check_threshold_option(args: argparse.Namespace, model) -> None:
     """Refuse a ``--threshold`` outside the range of the distance of ``args.score``
     (:mod:`fedprint.models.score_range`): outside it every comparison would be decided the same way. A score not
@@ -155,12 +168,9 @@ def _verify(args: argparse.Namespace) -> int:
         return verify_with_template(args)
     if args.b is None:
         raise ValueError("B: give a second image, or --template TEMPLATE")
-    from fedprint.models.model_file import load_model
-    from fedprint.recognition.matching import resolve_score, verify
+    from fedprint.recognition.matching import verify
 
-    model = load_model(args.model)
-    args.score, why = resolve_score(model, args.score)
-    check_threshold_option(args, model)
+    model, why = _scoring_model(args)
     a, b = _read(args.a, "A"), _read(args.b, "B")
     dpi_a = _image_dpi(args.a, args.dpi_a if args.dpi_a is not None else args.dpi,
                        "--dpi-a" if args.dpi_a is not None else "--dpi")
@@ -221,13 +231,10 @@ def _evaluate(args: argparse.Namespace) -> int:
         return evaluate_with_templates(args, records, _out_dir(args.out, "evaluate-templates"))
     from fedprint.data.atomic_io import check_new_folder, staged_folder, write_csv, write_json
     from fedprint.models.metrics import plot_roc
-    from fedprint.models.model_file import load_model
-    from fedprint.recognition.matching import evaluate, quality_gate, resolve_score
+    from fedprint.recognition.matching import evaluate, quality_gate
 
     out = check_new_folder(args.out or _default_out("evaluate"))
-    model = load_model(args.model)
-    args.score, why = resolve_score(model, args.score)
-    check_threshold_option(args, model)
+    model, why = _scoring_model(args)
     print(f"score: {args.score} ({why})", flush=True)
     report: list = []
     records = _load_data(args.data, args.layout, args.dpi, "--data", args.skip_bad, report)
@@ -300,14 +307,11 @@ def _probe_records(args: argparse.Namespace, gallery: list, report: list) -> tup
 
 def _identify(args: argparse.Namespace) -> int:
     from fedprint.data.atomic_io import check_new_folder, staged_folder, write_json
-    from fedprint.models.model_file import load_model
     from fedprint.recognition.identification import cmc, identify
-    from fedprint.recognition.matching import decision_threshold, quality_gate, resolve_score
+    from fedprint.recognition.matching import decision_threshold, quality_gate
 
     out = check_new_folder(args.out) if args.out else None
-    model = load_model(args.model)
-    args.score, why = resolve_score(model, args.score)
-    check_threshold_option(args, model)
+    model, why = _scoring_model(args)
     report: list = []
     gallery = _load_data(args.gallery, args.layout, args.dpi, "--gallery", args.skip_bad, report)
     gallery, _ = quality_gate(gallery, args.min_quality, skip_bad=args.skip_bad, report=report)

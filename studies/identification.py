@@ -158,7 +158,6 @@ def render(res: dict, model_path: Path, command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--real", type=Path, default=real_root(), help="real-set root (default: $FEDPRINT_REAL_SAMPLES "
                                                                    "or ../shared/data/real)")
