@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import signal
 import sys
 
@@ -220,11 +221,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def _process_options(args: argparse.Namespace) -> None:
     """Options that set up the process for any command that has them: ``--device`` (where networks train and
-    embed, :mod:`fedprint.models.device`) and ``--real-samples`` (the real-set root, :mod:`fedprint.data.real_sets`)."""
+    embed, :mod:`fedprint.models.device`), ``--real-samples`` (the real-set root, :mod:`fedprint.data.real_sets`)
+    and ``--peers`` (the matchers scored beside every model, :mod:`fedprint.recognition.peers`)."""
     if getattr(args, "real_samples", None) is not None:
         from fedprint.data.real_sets import set_real_root
 
         set_real_root(args.real_samples)
+    if getattr(args, "peers", None) is not None:  # checked here, read where the rows are made (and by Ray workers)
+        from fedprint.recognition.peers import PEERS_ENV, resolve_peers
+
+        resolve_peers(args.peers)
+        os.environ[PEERS_ENV] = args.peers
     if getattr(args, "device", None) is not None:
         from fedprint.models.device import set_device
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fedprint.config import METHODS
-from fedprint.config.arg_types import add_device_arg, add_real_samples_arg
+from fedprint.config.arg_types import add_device_arg, add_peers_arg, add_real_samples_arg
 from fedprint.config.shipped import shipped_names
 
 
@@ -42,6 +42,7 @@ def register(subparsers) -> None:
                         "runs/.cache/synth) if not there yet, and reused by the real run")
     add_device_arg(p)
     add_real_samples_arg(p)
+    add_peers_arg(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_run)
     register_demo(subparsers)

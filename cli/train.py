@@ -6,7 +6,7 @@ import argparse
 import math
 from dataclasses import replace
 
-from fedprint.config.arg_types import add_device_arg, add_real_samples_arg
+from fedprint.config.arg_types import add_device_arg, add_peers_arg, add_real_samples_arg
 from fedprint.config.minutiae import add_minutiae_backend_arg
 
 
@@ -72,6 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "[data] folds >= 2, e.g. real_sensors_folds_twins)")
     add_device_arg(p)
     add_real_samples_arg(p)
+    add_peers_arg(p)
     add_minutiae_backend_arg(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_train)

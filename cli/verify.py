@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from fedprint.cli.enroll import add_evaluate_options, add_verify_options
-from fedprint.config.arg_types import add_device_arg, finite_float, positive_int, scan_dpi, unit_float
+from fedprint.config.arg_types import add_device_arg, add_peers_arg, finite_float, positive_int, scan_dpi, unit_float
 
 #: The shipped model, trained on synthetic fingerprints only (see models/pretrained/MODEL_CARD.md).
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "models" / "pretrained" / "fedprint-synthetic.pt"
@@ -232,6 +232,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from fedprint.data.atomic_io import check_new_folder, staged_folder, write_csv, write_json
     from fedprint.models.metrics import plot_roc
     from fedprint.recognition.matching import evaluate, quality_gate
+    from fedprint.recognition.peers import default_cache
 
     out = check_new_folder(args.out or _default_out("evaluate"))
     model, why = _scoring_model(args)
@@ -239,11 +240,13 @@ def _evaluate(args: argparse.Namespace) -> int:
     report: list = []
     records = _load_data(args.data, args.layout, args.dpi, "--data", args.skip_bad, report)
     records, _ = quality_gate(records, args.min_quality, skip_bad=args.skip_bad, report=report)
+    cache = args.minutiae_cache or default_cache()  # the matcher's scores, shared with the peers' rows
     metrics, d, pairs = evaluate(model, records, args.protocol, threshold=args.threshold,
                                  min_quality=args.min_quality, score=args.score, max_impostors=args.max_impostors,
-                                 seed=args.seed, minutiae_cache=args.minutiae_cache)
+                                 seed=args.seed, minutiae_cache=cache)
+    peers = _peer_rows(records, pairs, d, args, cache)
     metrics = {**metrics, "score": args.score, "score_choice": why, "model": str(args.model), "data": str(args.data),
-               "layout": args.layout,
+               "layout": args.layout, "peers": [{k: v for k, v in r.items() if k != "distances"} for r in peers],
                "skipped": [{"path": str(p), "reason": r} for p, r in report]}
     with staged_folder(out) as tmp:
         write_json(tmp / "metrics.json", metrics)
@@ -252,7 +255,8 @@ def _evaluate(args: argparse.Namespace) -> int:
                                         "distance": float(x),
                                         "score": -float(x) if args.score in FUSED else 1.0 - float(x) / 2.0}
                                        for i, j, y, x in zip(pairs.a, pairs.b, pairs.label, d, strict=True)])
-        plot_roc(tmp / "roc_det.png", {Path(args.model).stem: (d, pairs.label)},
+        plot_roc(tmp / "roc_det.png", {Path(args.model).stem: (d, pairs.label),
+                                       **{r["name"]: (r["distances"], pairs.label) for r in peers}},
                  title=f"{Path(args.data).name} ({args.protocol} protocol)")
     if report:
         print(f"{len(report)} file(s) skipped (--skip-bad):")
@@ -266,6 +270,10 @@ def _evaluate(args: argparse.Namespace) -> int:
         for name, what in (("cosine", "embedding alone"), ("minutiae", "minutiae matcher alone")):
             print(f"    {what:<23} EER {100 * metrics[f'eer_{name}']:.2f} %   FNMR@FMR1% "
                   f"{_pct(metrics[f'fnmr_at_fmr_1%_{name}'])}")
+    if peers:
+        print("  beside the peers on the same pairs (--peers):")
+        for r in peers:
+            print(f"    {r['name']:<40} EER {100 * r['EER']:.2f} %   FNMR@FMR1% {_pct(r['FNMR@FMR1%'])}")
     kind = ("fused-score thresholds, as −score, " if args.score in FUSED else "distance thresholds ")
     store = f" --score {args.score}" if args.score in FUSED else ""
     print(f"  {kind}on these pairs (store one with fedprint calibrate{store}; "
@@ -278,6 +286,26 @@ def _evaluate(args: argparse.Namespace) -> int:
               f"FNMR {_pct(metrics['fnmr_at_threshold'])}")
     print(f"  written: {out / 'metrics.json'}, {out / 'scores.csv'}, {out / 'roc_det.png'}")
     return 0
+
+
+def _peer_rows(records: list, pairs, d, args: argparse.Namespace, cache) -> list[dict]:
+    """The peers (``--peers``, :mod:`fedprint.recognition.peers`) on the evaluated pairs, and the model's score fused
+    with each where the evaluated score is not already that fusion; ``distances`` for the ROC plot."""
+    import numpy as np
+
+    from fedprint.recognition.peers import fused_name, fused_with_peer, peer_name, peer_scores, resolve_peers
+    from fedprint.recognition.real_samples import rate_row
+
+    rows = []
+    model = Path(args.model).stem
+    for m in resolve_peers():
+        s = peer_scores(records, pairs, m, cache=cache, progress=True)
+        rows.append({"name": peer_name(m), "matcher": m, **rate_row(-s, pairs.label), "distances": -s})
+        fd = None if args.score == "minutiae" else fused_with_peer(d, s)
+        if fd is not None and not np.isnan(fd).any():
+            rows.append({"name": fused_name(model, m, calibrated=False), "matcher": m, **rate_row(fd, pairs.label),
+                         "distances": fd})
+    return rows
 
 
 def _probe_records(args: argparse.Namespace, gallery: list, report: list) -> tuple[list, bool, str]:
@@ -459,7 +487,8 @@ def _pair_draw_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the --max-impostors draw (default 0)")
     p.add_argument("--minutiae-cache", default=None, metavar="DIR",
                    help="--score minutiae: keep the minutiae matcher's scores in this folder (keyed on the images' "
-                        "contents) and reuse them in later runs, for any model (default: none)")
+                        "contents) and reuse them in later runs, for any model (default: evaluate keeps them in "
+                        "$FEDPRINT_CACHE/peer_scores, shared with --peers; calibrate keeps none)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -501,6 +530,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _quality_arg(e)
     _skip_bad_arg(e)
     add_device_arg(e)
+    add_peers_arg(e)
     add_evaluate_options(e)
     e.set_defaults(func=_evaluate)
 

@@ -48,6 +48,16 @@ def add_real_samples_arg(p: argparse.ArgumentParser) -> None:
                         "scored on each set, and kind = \"real\" sources read from it")
 
 
+def add_peers_arg(p: argparse.ArgumentParser) -> None:
+    """``--peers LIST``: the free minutiae matchers scored beside every model on the same pairs
+    (:mod:`fedprint.recognition.peers`; overrides ``$FEDPRINT_PEERS``)."""
+    p.add_argument("--peers", default=None, metavar="LIST",
+                   help="matchers a user would pick instead, scored on the same pairs as every model and fused "
+                        "with it: auto (NBIS where nbis-py is installed), none, or a comma list of nbis, leader "
+                        "(~1-2 s a print), gabor (default: $FEDPRINT_PEERS, else auto); scores are kept in "
+                        "$FEDPRINT_CACHE/peer_scores (default ~/.cache/fedprint)")
+
+
 def unit_float(text: str) -> float:
     """A number in [0, 1] (a quality gate, a rate)."""
     try:

@@ -49,6 +49,7 @@ from fedprint.lab.common_test import common_test_rows
 from fedprint.lab.model_export import export_model
 from fedprint.lab.report import write_report
 from fedprint.models.device import current_device
+from fedprint.recognition.peers import resolve_peers
 from fedprint.recognition.real_samples import dataset_rows, real_sample_rows
 from fedprint.training.evaluation import evaluate_on_pairs
 from fedprint.training.node_data import client_data, experiment_partitions, partition_data
@@ -373,7 +374,8 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
     for m in names:
         files = _model_files(run_dir / m)
         models.update({m if len(files) == 1 else f"{m} ({f.stem[len('model_'):]})": f for f in files})
-    real = real_sample_rows(models)
+    peers = resolve_peers()  # --peers / $FEDPRINT_PEERS: the matchers scored beside every model
+    real = real_sample_rows(models, peers=peers)
     if not clients:  # the common test set needs each client's test images (raw: no FP-DFSN needed)
         clients = [client_data(cfg, [records[i] for i in p.indices], name=p.name, beta=0.0, client_id=p.client_id,
                                cache=False) for p in parts]
@@ -381,7 +383,7 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
     if init is not None:
         shared = {INITIAL: cfg.model.new_encoder(cfg.run.seed), **shared}
     common = common_test_rows({("local (own models)" if m == "local" else m): e for m, e in shared.items() if e},
-                              clients)
+                              clients, peers)
     unseen = [row for domain, recs in unseen_records(records, cfg.partition).items()
               for row in dataset_rows(models, recs, domain, "all", column="unseen domain")]
     report = write_report(run_dir, cfg=cfg, fed=fed, rounds=rounds, methods=names_shown, results=results,

@@ -25,10 +25,12 @@ from fedprint.config.provenance import provenance
 from fedprint.config.rundir import make_out_dir, markdown_table, report_provenance
 from fedprint.data.atomic_io import write_csv, write_json, write_text
 from fedprint.lab.baselines import evaluate_clients, train_centralized, train_local
+from fedprint.lab.common_test import common_test_rows
 from fedprint.lab.model_export import export_model
-from fedprint.lab.report import real_sample_heading, real_sample_section
+from fedprint.lab.report import COMMON_COLUMN, pair_pivot, real_sample_heading, real_sample_section
 from fedprint.models.metrics import plot_roc, write_roc_csv
 from fedprint.models.preprocess import describe
+from fedprint.recognition.peers import resolve_peers
 from fedprint.recognition.real_samples import real_sample_rows
 from fedprint.training.evaluation import evaluate_on_pairs
 from fedprint.training.experiment_data import build_clients
@@ -166,7 +168,9 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
                                          method=name, clients=evaluated, provenance=provenance(),
                                          metrics={"test": [r for r in rows if r["model"] == name]},
                                          privacy=_release_scope(cfg, hist, evaluated))
-    real = real_sample_rows(model_files)
+    peers = resolve_peers()  # --peers / $FEDPRINT_PEERS: the matchers scored beside every model
+    real = real_sample_rows(model_files, peers=peers)
+    beside = common_test_rows(_by_client(models), clients, peers) if peers else []
     comparison = []
     if classical_pairs > 0:
         for name, (net, evaluated, _) in models.items():
@@ -182,6 +186,13 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
         write_json(run_dir / "released.json", dp_release_manifest(dp, list(model_files)))
     plot_roc(run_dir / "roc.png", curves, title=f"{cfg.run.name} ({mode}) — test pairs")
     report = _report(cfg, mode, clients, rows, avg, history, t_train, dp, real)
+    if beside:
+        write_csv(run_dir / "peers.csv", beside)
+        report += ("\n## Beside the peers: the same test pairs\n\n" + pair_pivot(beside, COMMON_COLUMN)
+                   + "\nEach client's test pairs scored by the model, by each free minutiae matcher a user would "
+                   "pick instead (on the raw prints), and by their z-score sum standardised on these pairs "
+                   "(label-free, but not a deployable score: `fedprint calibrate --score minutiae` stores one). "
+                   "Column headers give the genuine (g) / impostor (i) pairs.\n")
     if comparison:
         report += ("\n## Deep verifier vs an independent classical matcher (same test pairs)\n\n"
                    f"{comparison[0]['matcher']} ({_matcher_name(comparison[0]['matcher'])}) on a random subset of "
@@ -193,6 +204,14 @@ def run_training(cfg: ExperimentConfig, mode: str, *, progress: bool = True, out
                                                  "classical_roc_auc"]))
     write_text(run_dir / "report.md", report + "\n" + report_provenance(run_dir))
     return run_dir
+
+
+def _by_client(models: Mapping[str, tuple]) -> dict:
+    """The trained encoders as :func:`fedprint.lab.common_test.common_test_rows` takes them: a centralized model
+    scored on every client, local-only models each on its own client."""
+    if "centralized" in models:
+        return {"centralized": models["centralized"][0]}
+    return {"local (own models)": {evaluated[0].name: net for net, evaluated, _ in models.values()}}
 
 
 def dp_summary(cfg: ExperimentConfig, histories: dict[str, list[dict]]) -> dict:

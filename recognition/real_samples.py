@@ -4,7 +4,8 @@ Every set under the real-set root (:mod:`fedprint.data.real_sets`: ``$FEDPRINT_R
 ``<project>/../shared/data/real``; one sub-folder per sensor) is scored under the FVC protocol, one row per
 (model, set), plus one **pooled** row per model: the distances of all sets' genuine and impostor pairs together
 (pairs stay within a set: no cross-sensor impostor pair, which would be trivially easy). Every row says how many
-genuine and impostor pairs stand behind its numbers.
+genuine and impostor pairs stand behind its numbers. Beside the models, the peers a user would pick instead and each
+model fused with them, on the same pairs (:mod:`fedprint.recognition.peers`).
 """
 
 from __future__ import annotations
@@ -56,36 +57,59 @@ def pooled_label(n: int, what: str = "sets") -> str:
 
 
 def dataset_rows(models: Mapping[str, Path], records: Sequence[FingerprintRecord], data_name: str, protocol: str,
-                 *, column: str = "data") -> list[dict]:
+                 *, column: str = "data", peers: Sequence[str] = (), cache: str | Path | None = None) -> list[dict]:
     """One row per model file: EER, FNMR at FMR 1 % (None below 100 impostor pairs) and ROC AUC on ``records``
-    under ``protocol`` — threshold-free metrics, so no threshold is fitted on the evaluated data."""
-    return _score(models, {data_name: records}, protocol, column=column, pooled=False)
+    under ``protocol`` — threshold-free metrics, so no threshold is fitted on the evaluated data — then a row per
+    peer and per (model, peer) fusion on the same pairs (:mod:`fedprint.recognition.peers`)."""
+    return _score(models, {data_name: records}, protocol, column=column, pooled=False, peers=peers, cache=cache)
 
 
-def real_sample_rows(models: Mapping[str, Path], root: str | Path | None = None) -> list[dict]:
-    """Every model on every real set (FVC protocol) and pooled over the sets; [] when there is no set."""
+def real_sample_rows(models: Mapping[str, Path], root: str | Path | None = None, *, peers: Sequence[str] = (),
+                     cache: str | Path | None = None) -> list[dict]:
+    """Every model on every real set (FVC protocol) and pooled over the sets, with the ``peers``' rows
+    (:func:`dataset_rows`); [] when there is no set."""
     if not models:
         return []
     sets = load_real_sets(root)
-    return _score(models, sets, "fvc", column="real set", pooled=len(sets) > 1) if sets else []
+    return _score(models, sets, "fvc", column="real set", pooled=len(sets) > 1, peers=peers,
+                  cache=cache) if sets else []
 
 
 def _score(models: Mapping[str, Path], sets: Mapping[str, Sequence[FingerprintRecord]], protocol: str, *,
-           column: str, pooled: bool) -> list[dict]:
+           column: str, pooled: bool, peers: Sequence[str] = (), cache: str | Path | None = None) -> list[dict]:
     from fedprint.models.model_file import load_model
+    from fedprint.recognition.minutiae_fusion import KEY, matcher_of
+    from fedprint.recognition.peers import fused_name, fused_with_peer, peer_name, peer_scores
 
-    rows = []
+    scored: dict[str, list] = {}  # row name -> [(distances, labels) per set]
+    images: dict[str, int] = {}
+    peer_s: dict[tuple[str, str], np.ndarray] = {}  # (matcher, set) -> scores: the same for every model
     for name, path in models.items():
         model = load_model(path)
-        ds, labels = [], []
+        stored = model.meta.get(KEY)
         for set_name, records in sets.items():
             metrics, d, pairs = evaluate(model, records, protocol)
-            ds.append(d)
-            labels.append(pairs.label)
-            rows.append({"model": name, column: set_name, "images": metrics["images"],
-                         **rate_row(d, pairs.label)})
-        if pooled:
-            rows.append({"model": name, column: pooled_label(len(sets)),
-                         "images": sum(len(r) for r in sets.values()),
-                         **rate_row(np.concatenate(ds), np.concatenate(labels))})
+            images[set_name] = metrics["images"]
+            scored.setdefault(name, []).append((set_name, d, pairs.label))
+            for m in peers:
+                if (m, set_name) not in peer_s:
+                    peer_s[m, set_name] = peer_scores(records, pairs, m, cache=cache)
+                    scored.setdefault(peer_name(m), []).append((set_name, -peer_s[m, set_name], pairs.label))
+                calibrated = bool(stored) and matcher_of(stored) == m
+                if calibrated:  # the fusion the model file decides on (--score auto); scores come from the cache
+                    fd = evaluate(model, records, protocol, score="minutiae", minutiae_cache=cache)[1]
+                else:
+                    fd = fused_with_peer(d, peer_s[m, set_name])
+                scored.setdefault(fused_name(name, m, calibrated), []).append((set_name, fd, pairs.label))
+    rows = []
+    last = {peer_name(m) for m in peers}  # models, then fusions, then the peers
+    for row_name in sorted(scored, key=lambda n: n in last):
+        per_set = [(s, d, lab) for s, d, lab in scored[row_name] if not np.isnan(d).any()]
+        for set_name, d, lab in per_set:
+            rows.append({"model": row_name, column: set_name, "images": images[set_name], **rate_row(d, lab)})
+        if pooled and len(per_set) > 1:
+            rows.append({"model": row_name, column: pooled_label(len(per_set)),
+                         "images": sum(images[s] for s, _, _ in per_set),
+                         **rate_row(np.concatenate([d for _, d, _ in per_set]),
+                                    np.concatenate([lab for _, _, lab in per_set]))})
     return rows

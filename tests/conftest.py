@@ -9,6 +9,16 @@ from fedprint.data.record import FingerprintRecord
 from fedprint.data.stripes import stripe_records
 
 
+@pytest.fixture(autouse=True)
+def _no_peers_unless_asked(monkeypatch, tmp_path_factory):
+    """Reports score no peer matcher (fedprint.recognition.peers) unless a test asks, and their score cache is the
+    session's own folder, never the user's ~/.cache."""
+    from fedprint.recognition.peers import CACHE_ENV, PEERS_ENV
+
+    monkeypatch.setenv(PEERS_ENV, "none")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path_factory.getbasetemp() / "fedprint-cache"))
+
+
 @pytest.fixture
 def toy_records() -> list[FingerprintRecord]:
     return stripe_records()
