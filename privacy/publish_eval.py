@@ -48,6 +48,7 @@ from fedprint.data.record import FingerprintRecord
 from fedprint.models.metrics import eer
 from fedprint.privacy.publish import registry
 from fedprint.privacy.publish.base import VARIANTS
+from fedprint.privacy.publish.ceiling import largest_meaningful_epsilon
 from fedprint.privacy.similarity import psnr, ssim
 
 NOT_RUN = "not run"
@@ -55,7 +56,7 @@ NOT_APPLICABLE = "n/a"
 RESULT_COLUMNS = ["mechanism", "variant", "epsilon", "epsilon_unit", "mean_epsilon", "status", "n_probes",
                   "n_released", "n_refused", "dp", "spent_epsilon", "minutiae_retained", "minutiae_precision",
                   "psnr", "ssim", "eer_siamese", "eer_classical", "rank1_siamese", "rank1_classical",
-                  "minutiae_backend"]
+                  "minutiae_backend", "above_ceiling"]
 #: Metrics plotted against ε (column, axis label).
 PLOT_METRICS = [("minutiae_retained", "minutiae retained"), ("ssim", "SSIM"), ("psnr", "PSNR (dB)"),
                 ("eer_siamese", "EER (Siamese)"), ("eer_classical", "EER (classical)")]
@@ -262,7 +263,7 @@ def publish_eval(
                     "mean_epsilon": math.inf, "status": "ok", "n_probes": len(probes), "n_released": len(probes),
                     "n_refused": 0, "dp": "", "spent_epsilon": 0.0, "minutiae_retained": 1.0,
                     "minutiae_precision": 1.0, "psnr": math.inf, "ssim": 1.0,
-                    **verification([p.image for p in probes]), "minutiae_backend": backend})
+                    **verification([p.image for p in probes]), "minutiae_backend": backend, "above_ceiling": ""})
 
     bar = tqdm(total=len(mechanisms) * len(variants) * len(epsilons) * len(probes), desc="publish-eval releases",
                disable=not progress)
@@ -274,9 +275,11 @@ def publish_eval(
                 noise = rng if rng is not None else np.random.default_rng()  # OS entropy unless a test injects one
                 released: list[np.ndarray | None] = []
                 retained, precision, psnrs, ssims, spent, reasons, dps, used = [], [], [], [], [], [], [], []
+                above = 0  # releases above the largest meaningful ε (fedprint.privacy.publish.ceiling)
                 for p, m0 in zip(probes, orig_minutiae, strict=True):
                     e_img = image_epsilon(eps, p.image.shape, epsilon_unit)
                     used.append(e_img)
+                    above += e_img > largest_meaningful_epsilon(mech, variant, p.image.shape[:2])[0]
                     row = {"mechanism": mech, "variant": variant, "epsilon": eps, "image_epsilon": e_img,
                            "identity": p.identity}
                     try:
@@ -327,7 +330,7 @@ def publish_eval(
                                 "n_released": n_ok, "n_refused": len(reasons), "dp": (all(dps) if dps else ""),
                                 "spent_epsilon": _mean(spent), "minutiae_retained": _mean(retained),
                                 "minutiae_precision": _mean(precision), "psnr": q_psnr, "ssim": q_ssim, **ver,
-                                "minutiae_backend": backend})
+                                "minutiae_backend": backend, "above_ceiling": above})
     bar.close()
 
     path = out / "results.csv"
@@ -380,7 +383,7 @@ def _write_csv(path: Path, rows: list[dict], columns: list[str]) -> None:
 
 def _markdown_table(rows: list[dict]) -> str:
     cols = ["mechanism", "epsilon", "dp", "n_released", "minutiae_retained", "minutiae_precision", "psnr", "ssim",
-            "eer_siamese", "eer_classical", "rank1_siamese", "rank1_classical", "status"]
+            "eer_siamese", "eer_classical", "rank1_siamese", "rank1_classical", "above_ceiling", "status"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(_fmt(r[c]).replace("|", "/") for c in cols) + " |")
@@ -432,7 +435,14 @@ def _report(results, variants, mechanisms, epsilons, statements, n_probes, n_gal
              f"EER (classical, afis Bozorth3): {'run' if classical else NOT_RUN}. Point-set mechanisms release no "
              f"image, so PSNR/SSIM/EER are n/a for them.", "",
              f"Unprotected baseline: EER Siamese {_fmt(base['eer_siamese'])}, EER classical "
-             f"{_fmt(base['eer_classical'])}.", "", "## Side by side", ""]
+             f"{_fmt(base['eer_classical'])}.", "",
+             "`above_ceiling`: how many of a row's releases used an ε above the mechanism's largest meaningful one "
+             "(fedprint.privacy.publish.ceiling: its noise is below one grey level, or one grid cell, everywhere). "
+             "They are measured here to show the curve's end, but such a release is the input up to rounding and "
+             "its ε statement protects nothing; `fedprint publish` refuses them without --allow-large-epsilon."
+             + (f" **{sum(r['above_ceiling'] for r in results[1:])} release(s) of this benchmark lie above it.**"
+                if any(r["above_ceiling"] for r in results[1:]) else " None of this benchmark's releases does."),
+             "", "## Side by side", ""]
     metrics = [("minutiae_retained", "retained"), ("ssim", "SSIM"), ("eer_siamese", "EER-S"),
                ("eer_classical", "EER-C"), ("status", "status")]
     head = ["mechanism", "ε"] + [f"{v} {lab}" for v in variants for _, lab in metrics]

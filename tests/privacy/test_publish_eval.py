@@ -161,3 +161,13 @@ def test_cli_real_data_pooled_mn256(tmp_path):
         assert float(r["image_epsilon"]) == pytest.approx(2 * sizes[r["identity"].split("/")[0]] / 256, rel=1e-3)
     assert 0 < float(row["minutiae_retained"]) <= 1 and 0 < float(row["minutiae_precision"]) <= 1
     assert "fvc2002_db1_b" in (tmp_path / "report.md").read_text()
+
+
+def test_releases_above_the_meaningful_ceiling_are_counted_and_said(records, tmp_path):
+    # lap / sound adds Lap(255 / ε_pixels) per pixel: at ε = 1e6 the noise is far below one grey level
+    path = publish_eval(records, mechanisms=["lap"], variants=["sound"], epsilons=[2.0, 1e6], out_dir=tmp_path,
+                        progress=False)
+    by = {float(r["epsilon"]): r for r in _rows(path) if r["mechanism"] == "lap"}
+    assert by[2.0]["above_ceiling"] == "0" and by[1e6]["above_ceiling"] == "3"
+    report = (tmp_path / "report.md").read_text()
+    assert "3 release(s) of this benchmark lie above it" in report and "--allow-large-epsilon" in report
