@@ -244,7 +244,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     metrics, d, pairs = evaluate(model, records, args.protocol, threshold=args.threshold,
                                  min_quality=args.min_quality, score=args.score, max_impostors=args.max_impostors,
                                  seed=args.seed, minutiae_cache=cache)
-    peers = _peer_rows(records, pairs, d, args, cache)
+    peers = _peer_rows(records, pairs, d, args, cache, model)
     metrics = {**metrics, "score": args.score, "score_choice": why, "model": str(args.model), "data": str(args.data),
                "layout": args.layout, "peers": [{k: v for k, v in r.items() if k != "distances"} for r in peers],
                "skipped": [{"path": str(p), "reason": r} for p, r in report]}
@@ -288,20 +288,23 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _peer_rows(records: list, pairs, d, args: argparse.Namespace, cache) -> list[dict]:
-    """The peers (``--peers``, :mod:`fedprint.recognition.peers`) on the evaluated pairs, and the model's score fused
-    with each where the evaluated score is not already that fusion; ``distances`` for the ROC plot."""
+def _peer_rows(records: list, pairs, d, args: argparse.Namespace, cache, model_) -> list[dict]:
+    """The peers (``--peers``, :mod:`fedprint.recognition.peers`) on the evaluated pairs, and the evaluated score
+    fused with each (z-score sum on these pairs) where it is not already that fusion; ``distances`` for the ROC
+    plot."""
     import numpy as np
 
+    from fedprint.recognition.minutiae_fusion import matcher_of, minutiae_fusion_of
     from fedprint.recognition.peers import fused_name, fused_with_peer, peer_name, peer_scores, resolve_peers
     from fedprint.recognition.real_samples import rate_row
 
     rows = []
     model = Path(args.model).stem
+    own = matcher_of(minutiae_fusion_of(model_)) if args.score == "minutiae" else None  # already the main score
     for m in resolve_peers():
         s = peer_scores(records, pairs, m, cache=cache, progress=True)
         rows.append({"name": peer_name(m), "matcher": m, **rate_row(-s, pairs.label), "distances": -s})
-        fd = None if args.score == "minutiae" else fused_with_peer(d, s)
+        fd = None if m == own else fused_with_peer(d, s)
         if fd is not None and not np.isnan(fd).any():
             rows.append({"name": fused_name(model, m, calibrated=False), "matcher": m, **rate_row(fd, pairs.label),
                          "distances": fd})
