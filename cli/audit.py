@@ -27,8 +27,9 @@ def register(subparsers) -> None:
                     "modifying it, and write audit.md (tables shaped like Yan et al. 2025 Tables 5 and 6), ROC plots "
                     "and image grids into a new sibling directory <run>-audit-<timestamp> (or --out). The "
                     "with/without FP-DFSN and DP-SGD comparison models are trained by the audit itself on the "
-                    "run's data and seeds. Every part is saved as soon as it finishes; the same command with the "
-                    "same --out resumes an interrupted audit.")
+                    "run's data and seeds. On a secure-aggregation run, imprint also attacks the sum the server "
+                    "unmasks (3, 5 and 10 clients vs the plain updates). Every part is saved as soon as it "
+                    "finishes; the same command with the same --out resumes an interrupted audit.")
     p.add_argument("--run", default=None, help="run directory to audit (read-only)")
     p.add_argument("--templates", nargs="+", default=None, metavar="FILE",
                    help="instead of --run: attack these protected template files (fedprint enroll) from the files "

@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "enroll": ("fedprint.cli.enroll", "write a protected template (fuzzy vault or embedding sketch) of one "
                                       "finger"),
     "identify": ("fedprint.cli.verify", "search a gallery for probe fingerprints (1:N, rank-k, CMC)"),
+    "gallery": ("fedprint.cli.gallery", "build / grow / inspect an on-disk gallery index (identify --index)"),
     "calibrate": ("fedprint.cli.verify", "store a decision threshold chosen on your own prints in a model file"),
     "data": ("fedprint.cli.data", "synthetic fingerprints and dataset tools"),
     "publish": ("fedprint.cli.publish", "DP-publish one fingerprint image or its minutiae (through a ledger)"),

@@ -341,33 +341,67 @@ def _identify(args: argparse.Namespace) -> int:
     from fedprint.recognition.identification import cmc, identify
     from fedprint.recognition.matching import decision_threshold, quality_gate
 
+    if (args.gallery is None) == (args.index is None):
+        raise ValueError("identify: give --gallery DIR (embedded now) or --index FILE (fedprint gallery build), "
+                         "one of them")
     out = check_new_folder(args.out) if args.out else None
     model, why = _scoring_model(args)
     report: list = []
-    gallery = _load_data(args.gallery, args.layout, args.dpi, "--gallery", args.skip_bad, report)
-    gallery, _ = quality_gate(gallery, args.min_quality, skip_bad=args.skip_bad, report=report)
-    probes, known, probe_dpi = _probe_records(args, gallery, report)
     timings: dict = {}
     shortlist = None if args.exhaustive else args.shortlist
-    results = identify(model, gallery, probes, top_k=args.top_k, probe_identities_known=known,
-                       threshold=args.threshold, min_quality=args.min_quality, skip_bad=args.skip_bad, report=report,
-                       score=args.score, shortlist=shortlist, timings=timings, progress=not args.json)
+    if args.index is not None:  # a gallery index (fedprint gallery build): only the probes are embedded
+        from fedprint.data.record import FingerprintRecord
+        from fedprint.recognition.gallery_index import check_model, identify_index, load_index, without_mate
+
+        index = load_index(args.index)
+        check_model(index, model)
+        if args.score == "minutiae" and index.matcher is None and why.startswith("auto"):
+            args.score, why = "global", (f"auto: {args.index} holds no minutiae templates (fedprint gallery build "
+                                         "--minutiae nbis stores them)")
+        if Path(args.probe).is_dir():
+            probes, known, probe_dpi = _probe_records(args, [], report)
+        else:
+            src, dpi = str(Path(args.probe).resolve()), args.probe_dpi if args.probe_dpi is not None else args.dpi
+            rows = index.rows_of_source(src)
+            value, how = ((float(index.dpi[rows[0]]), "the index's, this file is enrolled") if len(rows) and dpi is None
+                          else _image_dpi(args.probe, dpi, "--probe-dpi" if args.probe_dpi is not None else "--dpi"))
+            image = _read(args.probe, "--probe")
+            probes = [FingerprintRecord(identity=Path(args.probe).stem, impression=0, image=image, domain="probe",
+                                        source=src, dpi=value)]
+            known, probe_dpi = False, f"{value:g} dpi ({how})"
+        results = identify_index(model, index, probes, top_k=args.top_k, probe_identities_known=known,
+                                 threshold=args.threshold, min_quality=args.min_quality, skip_bad=args.skip_bad,
+                                 report=report, score=args.score, shortlist=shortlist, timings=timings,
+                                 progress=not args.json)
+        facts = {"gallery_images": index.count, "gallery_identities": int(len(index.identities)),
+                 "gallery_dpi": sorted({float(x) for x in index.dpi.tolist()}), "index": str(index.path),
+                 "probes_without_mate": without_mate(index, results) if known else []}
+    else:
+        gallery = _load_data(args.gallery, args.layout, args.dpi, "--gallery", args.skip_bad, report)
+        gallery, _ = quality_gate(gallery, args.min_quality, skip_bad=args.skip_bad, report=report)
+        probes, known, probe_dpi = _probe_records(args, gallery, report)
+        results = identify(model, gallery, probes, top_k=args.top_k, probe_identities_known=known,
+                           threshold=args.threshold, min_quality=args.min_quality, skip_bad=args.skip_bad,
+                           report=report, score=args.score, shortlist=shortlist, timings=timings,
+                           progress=not args.json)
+        enrolled: dict = {}
+        for g in gallery:
+            enrolled.setdefault(g.identity, set()).add(g.source)
+        # a probe whose finger is enrolled only by the probe's own file has no mate to find: said, not hidden
+        facts = {"gallery_images": len(gallery), "gallery_identities": len(enrolled),
+                 "gallery_dpi": sorted({float(g.dpi) for g in gallery}),
+                 "probes_without_mate": [r.probe for r in results if enrolled.get(r.identity, set()) <= {r.probe}]}
     t = decision_threshold(model, args.threshold, args.score)
-    summary = {"probes": len(results), "score": args.score, "score_choice": why, "gallery_images": len(gallery),
-               "gallery_identities": len({g.identity for g in gallery}), "threshold": t,
+    alone = facts.pop("probes_without_mate")
+    summary = {"probes": len(results), "score": args.score, "score_choice": why, **facts, "threshold": t,
                "threshold_source": _threshold_note(model, args.threshold, args.score) if t is not None else None,
-               "min_quality": args.min_quality, "gallery_dpi": sorted({float(g.dpi) for g in gallery}),
+               "min_quality": args.min_quality,
                "probe_dpi": probe_dpi, "shortlist": (shortlist if args.score == "minutiae" else None),
                "seconds": {k: round(v, 3) for k, v in timings.items() if k.endswith("_s")},
                "not_enrolled": sum(r.candidate is None for r in results) if t is not None
                else None, "skipped": [{"path": str(p), "reason": r} for p, r in report]}
     if known:
         curve = cmc(results, args.top_k)
-        enrolled: dict = {}
-        for g in gallery:
-            enrolled.setdefault(g.identity, set()).add(g.source)
-        # a probe whose finger is enrolled only by the probe's own file has no mate to find: said, not hidden
-        alone = [r.probe for r in results if enrolled.get(r.identity, set()) <= {r.probe}]
         summary.update({"rank1": float(curve[0]), "cmc": curve.tolist(), "probes_without_mate": alone})
     rows = [{"probe": r.probe, "quality": r.quality, "candidate": r.candidate,
              "decision": None if t is None else ("match" if r.candidate is not None else "not enrolled"),
@@ -543,7 +577,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "their distances; for a probe folder with known identities also rank-1 and the "
                                    "CMC curve. One probe and a folder give the same output.\n\n" + SCORES_HELP)
     _model_arg(i)
-    i.add_argument("--gallery", required=True, help="gallery folder (enrolled fingers)")
+    i.add_argument("--gallery", default=None, help="gallery folder (enrolled fingers), embedded on every call; or:")
+    i.add_argument("--index", default=None, metavar="FILE",
+                   help="a gallery index (fedprint gallery build): only the probes are embedded, the gallery is "
+                        "searched exactly in blocks; --score global or minutiae (with the index's templates); "
+                        "refused unless --model is the index's model")
     i.add_argument("--probe", required=True, help="probe image, or a folder of probes (same layout)")
     i.add_argument("--layout", default="auto", help="layout of the gallery (and probe folder)")
     i.add_argument("--dpi", type=scan_dpi, default=None,

@@ -55,15 +55,58 @@ from fedprint.training.evaluation import evaluate_on_pairs
 from fedprint.training.node_data import client_data, experiment_partitions, partition_data
 
 
-def backend_config(num_cpus: int | None = None, device: str = "cpu") -> dict[str, Any]:
+def backend_config(num_cpus: int | None = None, device: str = "cpu", *, ray_address: str | None = None,
+                   client_cpus: float = 1, client_gpus: float | None = None) -> dict[str, Any]:
     """Flower simulation resources: one CPU per virtual client, Ray limited to the machine's cores (<= 2).
 
     ``device = "cuda"``: the clients that run at once (one per CPU) share the one GPU — each asks for
-    1 / (CPUs) of it, so Ray places them all on it and makes it visible to their workers."""
+    1 / (CPUs) of it, so Ray places them all on it and makes it visible to their workers.
+
+    ``ray_address`` (``fedprint simulate --ray-address``, e.g. ``"auto"`` or ``"10.0.0.5:6379"``): attach to a
+    running Ray cluster (``ray start --head``) instead of starting a private one; the cluster's own resources
+    apply, so nothing about this machine is passed to ``ray.init``. Each virtual client asks Ray for
+    ``client_cpus`` CPUs and ``client_gpus`` GPUs (default: none on the CPU; on a cluster with
+    ``device = "cuda"`` one whole GPU, locally the share above); Ray runs as many clients at once as fit."""
+    if ray_address:
+        gpus = (1.0 if device == "cuda" else 0.0) if client_gpus is None else float(client_gpus)
+        return {"client_resources": {"num_cpus": client_cpus, "num_gpus": gpus},
+                "init_args": {"address": str(ray_address)}}
     cpus = num_cpus or min(2, os.cpu_count() or 1)
     gpus = 1.0 / cpus if device == "cuda" else 0.0
+    if client_gpus is not None:
+        gpus = float(client_gpus)
     init: dict[str, Any] = {"num_cpus": cpus, **({"num_gpus": 1} if gpus else {})}
-    return {"client_resources": {"num_cpus": 1, "num_gpus": gpus}, "init_args": init}
+    return {"client_resources": {"num_cpus": client_cpus, "num_gpus": gpus}, "init_args": init}
+
+
+def run_simulation_engine(*, server_app, client_app, num_supernodes: int, backend_config: dict[str, Any]) -> None:
+    """Run the apps in Flower's simulation runtime, in this process.
+
+    Flower 1.41's public ``flwr.simulation.run_simulation`` logs a deprecation warning on every call and points
+    to ``flwr run``. ``flwr run`` is not a replacement here: it builds a FAB from a project folder (a pip-installed
+    FedPrint has none), lazily starts a detached local SuperLink daemon on fixed ports (39091 / 39093) that
+    outlives the command, and runs the apps in other processes, so the in-process ServerApp / ClientApp objects
+    with their callbacks (the progress bar, ``on_round``, the test hooks) cannot be passed. What ``flwr run``
+    executes inside its simulation process (``flwr.simulation.app.run_simulation_process``) is
+    ``flwr.simulation.run_simulation._run_simulation``: the same engine ``run_simulation`` calls after its
+    warning. We call that engine directly (flwr is pinned, ``==1.41.0``; ``tests/lab/test_simulate_engine.py``
+    checks the signature), and fall back to the public, warning function only if a future Flower removes it.
+    Nothing is filtered from Flower's log.
+    """
+    try:
+        from flwr.simulation.run_simulation import _run_simulation
+        from flwr.supercore.telemetry import EventType
+    except ImportError:  # a Flower without the engine entry: the public (deprecated) wrapper still works
+        _run_simulation = None
+    if _run_simulation is None:
+        from flwr.simulation import run_simulation
+
+        run_simulation(server_app=server_app, client_app=client_app, num_supernodes=num_supernodes,
+                       backend_config=backend_config)
+        return
+    _run_simulation(server_app=server_app, client_app=client_app, num_supernodes=num_supernodes,
+                    backend_name="ray", backend_config=backend_config,
+                    exit_event=EventType.PYTHON_API_RUN_SIMULATION_LEAVE)
 
 
 def method_names(methods: Sequence[str], steps: Sequence[float]) -> list[str]:
@@ -86,14 +129,14 @@ def run_federated(experiment: str | Path, strategy: str, run_dir: str | Path, *,
                   rounds: int | None = None, step: float | None = None, base_dir: str | Path | None = None,
                   gap_offset: Mapping[int, float] | None = None, progress: bool = True,
                   on_round: Callable[[dict, list], None] | None = None, client_threads: int = 1,
-                  stop_after: int = 0) -> Path:
+                  stop_after: int = 0, ray_address: str | None = None, client_cpus: float = 1,
+                  client_gpus: float | None = None) -> Path:
     """One federated method through the Flower ServerApp/ClientApp in the simulation runtime.
 
     Resumes from ``run_dir``'s checkpoint when there is one; ``stop_after`` > 0 ends this call after that
-    round (a later call resumes). Returns ``run_dir``.
+    round (a later call resumes). ``ray_address``: run the virtual clients on that Ray cluster, each asking it
+    for ``client_cpus`` / ``client_gpus`` (:func:`backend_config`). Returns ``run_dir``.
     """
-    from flwr.simulation import run_simulation
-
     require_simulation_runtime()
     from fedprint.client.client_app import make_client_app
     from fedprint.server.server_app import make_server_app
@@ -120,11 +163,13 @@ def run_federated(experiment: str | Path, strategy: str, run_dir: str | Path, *,
             on_round(summary, rows)
 
     try:
-        run_simulation(
+        run_simulation_engine(
             server_app=make_server_app(server_conf, on_round=show),
             client_app=make_client_app({"experiment": str(experiment), "base-dir": base,
                                         "client-threads": client_threads, "device": device}, gap_offset=gap_offset),
-            num_supernodes=num_clients, backend_config=backend_config(device=device),
+            num_supernodes=num_clients,
+            backend_config=backend_config(device=device, ray_address=ray_address, client_cpus=client_cpus,
+                                          client_gpus=client_gpus),
         )
     finally:
         bar.close()
@@ -218,7 +263,7 @@ def require_simulation_runtime() -> None:
 
 
 def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds: int | None = None,
-             out: str | Path | None = None, progress: bool = True) -> Path:
+             out: str | Path | None = None, progress: bool = True, ray_address: str | None = None) -> Path:
     """Run the experiment's methods and write one run directory (see module docstring); returns it.
 
     Every method sees the same partitions, splits and initial model; the federated ones (``fedavg``,
@@ -239,6 +284,10 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
         The run directory itself (new or empty); default ``<[run] out>/<[run] name>-<UTC time>``.
     progress : bool
         Show progress bars.
+    ray_address : str, optional
+        Run the federated methods' virtual clients on this Ray cluster (``ray start --head`` prints it;
+        ``"auto"`` finds the local one), each reserving ``[federation] client_threads`` CPUs there (and one GPU
+        under ``--device cuda``). Default: a private Ray instance on this machine.
 
     Returns
     -------
@@ -363,7 +412,8 @@ def simulate(config: str | Path, *, methods: Sequence[str] | None = None, rounds
             assert strategy in FEDERATED
             final = _read_final(run_federated(path, strategy, run_dir / name, num_clients=len(parts),
                                               rounds=rounds, step=step, progress=progress,
-                                              client_threads=fed.client_threads))
+                                              client_threads=fed.client_threads, ray_address=ray_address,
+                                              client_cpus=fed.client_threads if ray_address else 1))
             results[name] = [{"client": r["client"], **_keep(r)} for r in final["clients"]]
             failures[name] = final["problems"]
             privacy[name] = final.get("privacy") or {"level": "none"}

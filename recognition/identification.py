@@ -12,6 +12,10 @@ Three scores rank the gallery identities (each identity by its best-matching enr
   shortlist's recall bounds rank-1: ``docs/studies/identification.md`` measures both). ``shortlist=None`` matches
   every gallery identity (exhaustive).
 
+For a gallery searched many times, :mod:`fedprint.recognition.gallery_index` stores the gallery's embeddings (and
+minutiae templates) once and :func:`~fedprint.recognition.gallery_index.identify_index` searches them with the same
+ranking (``fedprint gallery build``, ``fedprint identify --index``).
+
 A probe that is also a gallery image (same file) is never matched to itself. Open set: with a threshold (default
 the model's for the score), ``candidate`` is the top identity when its distance is within it, else None ("not
 enrolled").

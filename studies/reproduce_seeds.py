@@ -5,6 +5,8 @@ Two steps, each repeatable by a reader::
     python -m studies.reproduce_seeds --run all          # run every mechanism evaluation into runs/reproduction/
     python -m studies.reproduce_seeds                    # regenerate docs/studies/reproduction.md + its figures
     python -m studies.reproduce_seeds --affr runs/real_sensors-...   # also render the AFFR section from those runs
+    python -m studies.reproduce_seeds --run 000-paper-eps --runs-dir runs/reproduction-rebuilds/2   # a rebuild
+    python -m studies.reproduce_seeds --run 002-table41 --seed 3 --runs-dir runs/reproduction-rebuilds/s3
 
 ``--run NAME[,NAME]`` runs only those evaluations (names: :data:`RUNS` and ``002-table41``); each writes its folder
 under ``--runs-dir`` (default ``runs/reproduction``) with ``wall.json`` (command, seconds). The renderer only reads
@@ -36,6 +38,8 @@ from studies.reproduction_common import FVC_SETS, LOCAL_RUNS, ROOT, RUNS, SWEEP,
 DOC = ROOT / "docs" / "studies" / "reproduction.md"
 FIG_DIR = ROOT / "docs" / "studies" / "reproduction"
 DEFAULT_RUNS = Path("runs") / "reproduction"
+#: Rebuilds of the same runs (``--runs-dir runs/reproduction-rebuilds/<tag>``): the spread over rebuilds.
+REBUILDS = Path("runs") / "reproduction-rebuilds"
 SWEEP_SETS = ("fvc_300x300_b", "fvc2002_db1_b", "pyfnprint_16x8")  # one domain each (DB1 and DB3 share "fvc2002")
 SWEEP_ARGS = ["--beta", "0,0.5,0.9", "--sigma2", "650.25,2601", "--sigma2-beta", "0.5"]  # σ² > 0: the config refuses 0
 SWEEP_TOML = """# Written by python -m studies.reproduce_seeds --run 003-sweep: Yan et al. 2025 Figs. 9-10 in shape,
@@ -87,27 +91,36 @@ def _fedprint(args: list[str]) -> None:
                    env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=lambda: os.nice(max(0, 10 - os.nice(0))))
 
 
-def run_one(name: str, runs_dir: Path) -> Path:
-    """Run evaluation ``name`` into ``runs_dir/name`` (niced), record its wall time; returns the folder."""
+def run_one(name: str, runs_dir: Path, seed: int = 0) -> Path:
+    """Run evaluation ``name`` into ``runs_dir/name`` (niced), record its wall time; returns the folder.
+
+    ``seed`` seeds the 002-table41 simulation only (simulated data and the simulation's Laplace draws: no release,
+    no privacy noise of a user); the ``fedprint publish-eval`` runs draw their privacy noise from OS entropy, so a
+    rebuild of those is a new sample, never a copy."""
     out = runs_dir / name
     if out.exists() and any(out.iterdir()):
         raise SystemExit(f"--run {name}: {out} exists and is not empty; remove it to run again")
     out.mkdir(parents=True, exist_ok=True)
     t0, load0 = time.time(), os.getloadavg()[0]
+    where = [] if runs_dir == DEFAULT_RUNS else ["--runs-dir", str(runs_dir)]
     if name == SWEEP:
         (out / "sweep.toml").write_text(sweep_toml())
         args = ["sweep", "--config", str(out / "sweep.toml"), *SWEEP_ARGS, "--quiet", "--out", str(out / "sweep")]
-        cmd = ["python", "studies/reproduce_seeds.py", "--run", SWEEP]
+        cmd = ["python", "-m", "studies.reproduce_seeds", "--run", SWEEP, *where]
         _fedprint(args)
     elif name in LOCAL_RUNS:
-        cmd = ["python", "studies/reproduce_seeds.py", "--run", name]
-        (table41 if name == TABLE41 else tables13)(out)
+        cmd = ["python", "-m", "studies.reproduce_seeds", "--run", name, *where]
+        if name == TABLE41:
+            cmd += ["--seed", str(seed)]
+            table41(out, seed=seed)
+        else:
+            tables13(out)
     else:
         args = [*RUNS[name], "--out", str(out)]
         cmd = ["python", "-m", "fedprint", *args]
         _fedprint(args)
     seconds = time.time() - t0
-    (out / "wall.json").write_text(json.dumps({"command": shlex.join(cmd), "seconds": seconds,
+    (out / "wall.json").write_text(json.dumps({"command": shlex.join(cmd), "seconds": seconds, "seed": seed,
                                                "cpus": os.cpu_count(), "load_start": load0,
                                                "load_end": os.getloadavg()[0]}, indent=1))
     print(f"{name}: {seconds:.0f} s -> {out}")
@@ -176,7 +189,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--run", help=f"comma-separated run names, or 'all' ({', '.join([*LOCAL_RUNS, *RUNS, SWEEP])})")
     p.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS, help=f"run folders (default {DEFAULT_RUNS})")
-    p.add_argument("--affr", type=Path, nargs="*", help="real-sensor AFFR run folders (default runs/real_sensors*)")
+    p.add_argument("--seed", type=int, default=0, help="--run 002-table41: seed of the simulation (default 0)")
+    p.add_argument("--rebuilds", type=Path, nargs="*",
+                   help=f"further runs dirs holding rebuilds of the same runs, for the spread over rebuilds "
+                        f"(default {REBUILDS}/*)")
+    p.add_argument("--affr", type=Path, nargs="*",
+                   help="AFFR run folders (default runs/real_sensors*, runs/ten_clients_beta*, runs/demo-table4)")
     p.add_argument("--doc", type=Path, default=DOC, help=f"document to write (default {DOC.relative_to(ROOT)})")
     args = p.parse_args(argv)
     if args.run:
@@ -186,14 +204,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             p.error(f"--run: unknown {unknown}; known: {', '.join(known)}")
         for n in names:
-            run_one(n, args.runs_dir)
+            run_one(n, args.runs_dir, args.seed)
         return 0
     from studies.reproduction_doc import render
 
-    affr = args.affr if args.affr is not None else sorted(Path("runs").glob("real_sensors*"))
+    affr = (args.affr if args.affr is not None
+            else sorted([*Path("runs").glob("real_sensors*"), *Path("runs").glob("ten_clients_beta*"),
+                         *Path("runs").glob("demo-table4")]))
+    rebuilds = args.rebuilds if args.rebuilds is not None else sorted(p for p in REBUILDS.glob("*") if p.is_dir())
     if (args.runs_dir / SWEEP / "sweep").is_dir():
         affr = [*affr, args.runs_dir / SWEEP / "sweep"]
-    path = render(args.runs_dir, affr, args.doc)
+    path = render(args.runs_dir, affr, args.doc, rebuilds=rebuilds)
     print(f"Wrote {path}")
     return 0
 

@@ -377,6 +377,30 @@ def test_compose_topology_runs_two_affr_rounds(tmp_path):
 
 
 @pytest.mark.slow
+def test_compose_topology_runs_a_secure_round(tmp_path):
+    """One key, `secure-aggregation=true`, turns SecAgg+ on in deployment: the ServerApp unmasks only the sum of
+    the three institutions' masked updates (the same check as docker/e2e.sh's secure round)."""
+    t0 = time.monotonic()
+    _write_institutions(tmp_path)
+    exp = _write_experiment(tmp_path)
+    topo = Topology(tmp_path)
+    try:
+        topo.start(start_order(topo.services))
+        _federation(topo.flwr_home, topo.port, None)
+        run_id = topo.submit(exp, "num-server-rounds=1 secure-aggregation=true")
+        _wait_finished(topo.flwr_home, run_id, 400, topo.group)
+        (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.name.startswith("tiny-affr-")]
+        check = subprocess.run([sys.executable, str(ROOT / "docker" / "ci" / "e2e_checks.py"), "secure",
+                                str(run_dir), *INSTITUTIONS], capture_output=True, text=True, timeout=60)
+        assert check.returncode == 0, check.stdout + check.stderr
+        history = json.loads((run_dir / "rounds.json").read_text())
+        assert [(r["secagg_status"], r["secagg_in_sum"]) for r in history] == [("ok", 3)]
+    finally:
+        topo.group.stop()
+    print(f"[timing] secure round in deployment: {time.monotonic() - t0:.1f} s")
+
+
+@pytest.mark.slow
 def test_readme_demo_experiment_starts_from_the_shipped_model(tmp_path):
     """The README's `flwr run . fedprint --run-config "experiment='demo' min-nodes=3"` in deployment: demo has
     ``init = "pretrained"``, and the shipped model is not in the FAB the ServerApp is imported from (it failed with

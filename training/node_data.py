@@ -16,6 +16,7 @@ Relative paths (data sources, caches, ``data-dir``) are resolved against ``base_
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,27 @@ from fedprint.training.local_data import ClientData
 
 #: Built ClientData per process, keyed by (experiment file, its mtime, base dir, node config items).
 _CACHE: dict[tuple, ClientData] = {}
+#: The experiment's records and partitions per process, keyed by (experiment file, its mtime, base dir): a
+#: simulation worker (Ray actor) serves several partitions over a run, and loading every record again for each
+#: one cost as much as building the partition itself (issue 61).
+_PARTITIONS: dict[tuple, tuple[list, list]] = {}
+#: Environment variable for the before / after figures of ``benchmarks.bench_round_overhead`` only: ``1`` turns
+#: both caches off (every message rebuilds its node's data), ``records`` only the records cache (the code before
+#: issue 61).
+NO_CACHE_ENV = "FEDPRINT_NO_NODE_CACHE"
+
+
+def _caching(what: str = "data") -> bool:
+    value = os.environ.get(NO_CACHE_ENV, "")
+    return value not in ("1", "true", "yes") and not (what == "records" and value == "records")
+
+
+def _experiment_partitions(cfg: ExperimentConfig, key: tuple) -> tuple[list, list]:
+    if not _caching("records"):
+        return experiment_partitions(cfg)
+    if key not in _PARTITIONS:
+        _PARTITIONS[key] = experiment_partitions(cfg)
+    return _PARTITIONS[key]
 
 
 def _node_value(node_config: Mapping[str, Any], key: str, kind: type) -> Any:
@@ -54,11 +76,11 @@ def node_client_data(cfg: ExperimentConfig, node_config: Mapping[str, Any], *, e
         Identifies the experiment in the cache key (e.g. its path and modification time).
     """
     key = (experiment_key, str(base_dir), tuple(sorted((k, str(v)) for k, v in node_config.items())))
-    if key in _CACHE:
+    if key in _CACHE and _caching():
         return _CACHE[key], _client_id(node_config)
     if "partition-id" in node_config:
         pid = _node_value(node_config, "partition-id", int)
-        records, parts = experiment_partitions(cfg)
+        records, parts = _experiment_partitions(cfg, key[:2])
         if "num-partitions" in node_config and _node_value(node_config, "num-partitions", int) != len(parts):
             raise ValueError(f"node config num-partitions = {node_config['num-partitions']} but the experiment "
                              f"has {len(parts)} clients; run the simulation with {len(parts)} supernodes")
@@ -77,7 +99,8 @@ def node_client_data(cfg: ExperimentConfig, node_config: Mapping[str, Any], *, e
     else:
         raise ValueError("node config: expected 'partition-id' (simulation) or 'data-dir' (deployment), got "
                          f"keys {sorted(node_config)}")
-    _CACHE[key] = data
+    if _caching():
+        _CACHE[key] = data
     return data, _client_id(node_config)
 
 

@@ -3,6 +3,7 @@
     python docker/ci/e2e_checks.py final   RUNS PREFIX INSTITUTION...   newest RUNS/PREFIX*: all aggregated, no problems
     python docker/ci/e2e_checks.py killed  RUN_DIR KILLED               a round completed without KILLED, reported
     python docker/ci/e2e_checks.py resumed RUN_DIR SERVER_LOG INST...   resumed from a checkpoint, then completed
+    python docker/ci/e2e_checks.py secure  RUN_DIR INSTITUTION...       every round a SecAgg+ sum of all of them
 """
 
 from __future__ import annotations
@@ -71,8 +72,23 @@ def resumed(run_dir: str, server_log: str, *institutions: str) -> str:
     return f"resumed after round {hits[-1][2]} of {hits[-1][3]}; {summary}"
 
 
+def secure(run_dir: str, *institutions: str) -> str:
+    summary = _complete(Path(run_dir), list(institutions))
+    history, final = _load(Path(run_dir))
+    if not isinstance(final.get("secure_aggregation"), dict):
+        raise AssertionError(f"{run_dir}/final.json: no secure_aggregation statement (the run was not secure)")
+    bad = [(r["round"], r.get("secagg_status"), r.get("secagg_in_sum")) for r in history
+           if r.get("secagg_status") != "ok" or r.get("secagg_in_sum") != len(institutions)]
+    if bad:
+        raise AssertionError(f"{run_dir}/rounds.json: (round, secagg_status, secagg_in_sum) not ok with "
+                             f"{len(institutions)} in the sum: {bad}")
+    up = [round(r["secagg_bytes_up_per_client"] / r["plain_bytes_up_per_client"], 3) for r in history]
+    return (f"{len(history)} secure round(s), {len(institutions)} clients in every sum (bytes up x plain {up}); "
+            f"{summary}")
+
+
 def main(argv: list[str]) -> int:
-    checks = {"final": final, "killed": killed, "resumed": resumed}
+    checks = {"final": final, "killed": killed, "resumed": resumed, "secure": secure}
     if len(argv) < 2 or argv[0] not in checks:
         print(__doc__, file=sys.stderr)
         return 2

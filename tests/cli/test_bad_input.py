@@ -35,6 +35,7 @@ def _setup(tmp: Path) -> dict[str, str]:
 
 # (argv with {t} for the folder, text the message must contain)
 CASES = [
+    (["gallery", "info", "{t}/absent.fpg"], "absent.fpg"),
     (["demo", "--out", "{t}/afile"], "afile"),
     (["simulate", "--config", "demo", "--out", "{t}/run"], "is not empty"),
     (["train", "--mode", "local", "--config", "demo", "--out", "{t}/run"], "is not empty"),

@@ -296,3 +296,16 @@ def test_secure_fedavg_in_flower_simulation_matches_plain(monkeypatch):
     step = quantization_step(1.0, 2 ** 24)
     for k in plain:
         assert np.max(np.abs(plain[k] - secure[k])) < 2 * 4 * step + 1e-6
+
+
+def test_the_eer_benchmark_sets_the_one_key():
+    """benchmarks/bench_secagg.py --eer runs the same experiment with `[federation] secure_aggregation` false and
+    true: the key is set whether the experiment has it, has another value, or has no [federation] table."""
+    import tomllib
+
+    from benchmarks.bench_secagg import with_secure
+
+    for text in ('[run]\nname = "x"\n[federation]\nrounds = 2\nsecure_aggregation = true\n', '[run]\nname = "x"\n'):
+        for secure in (False, True):
+            got = tomllib.loads(with_secure(text, secure))
+            assert got["federation"]["secure_aggregation"] is secure and got["run"]["name"] == "x"

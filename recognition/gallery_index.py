@@ -1,0 +1,854 @@
+"""An on-disk gallery index: enrolled fingers embedded once, searched many times (``fedprint gallery``,
+``fedprint identify --index``).
+
+:func:`fedprint.recognition.identification.identify` embeds every gallery image on every call. An index holds the
+gallery's unit-norm embeddings (and, optionally, its minutiae templates) so that a search embeds the probes only and
+scores the whole gallery with a few matrix products.
+
+**File format** (:data:`FORMAT` = ``"fedprint-gallery"``, :data:`VERSION` = 1; suffix ``.fpg``): a ZIP archive,
+every member stored uncompressed (``ZIP_STORED``, ZIP64 where needed):
+
+``header.json``
+    ``format``, ``version``, ``count`` (N enrolled impressions), ``identities`` (I enrolled fingers),
+    ``embedding_dim`` (D), ``metric`` (what a distance is), ``model`` (the model the embeddings come from:
+    ``fingerprint`` — :func:`model_fingerprint`, the SHA-256 of the encoder's name, size and keyword arguments,
+    the input-pipeline description and every tensor of the state dict — plus ``path``, ``encoder``,
+    ``input_pipeline`` for the reader), ``minutiae`` (``null`` or ``{"matcher": "nbis", "format": "ISO/IEC
+    19794-2:2005"}``), ``checksum`` (``{"algorithm": "sha256", "value": ...}``, :func:`arrays_digest` of the
+    members below), ``created`` / ``updated`` (UTC) and the FedPrint version that wrote it.
+``embeddings.npy``
+    float32 (N, D), one unit-norm row per enrolled impression, rows grouped by identity (identity codes
+    non-decreasing).
+``identity_codes.npy``
+    int32 (N,), the row's index into ``identities.txt``.
+``identities.txt``
+    The I identity names, UTF-8, one a line, sorted and unique.
+``sources.txt``
+    The N image files the rows were embedded from (absolute paths, or ``mem:`` names), UTF-8, one a line.
+``dpi.npy``, ``quality.npy``
+    float32 (N,): each image's resolution and print quality (:mod:`fedprint.recognition.quality`).
+``minutiae.bin`` + ``minutiae_offsets.npy`` (optional)
+    The N minutiae templates (NBIS MINDTCT minutiae as ISO/IEC 19794-2:2005 records, :mod:`fedprint.data.iso19794`)
+    concatenated, and int64 (N + 1,) offsets of each record in ``minutiae.bin``.
+
+A reader refuses (ValueError, one line naming the file): another format, another version, a checksum that does not
+match the arrays, inconsistent shapes; and a search refuses a model whose :func:`model_fingerprint` is not the
+index's (other weights or another input pipeline: its embeddings live in another space). ``fedprint calibrate``
+changes a model file's thresholds, not its fingerprint, so a calibrated copy searches the same index.
+:func:`write_index` replaces a file atomically (a temporary file beside it, fsync, ``os.replace``): an
+interrupted ``add`` / ``remove`` leaves the old index.
+
+**Search** is exact, and the same ranking as ``identify --score global``: for unit vectors the Euclidean distance is
+``sqrt(2 - 2 cos)``, so the nearest identity is the one with the largest inner product. :func:`search` computes
+``probes @ embeddings.T`` in blocks of :data:`PROBE_BLOCK` probes and :data:`BLOCK_SCORES` / probes (at least
+:data:`BLOCK_ROWS`) gallery rows, cut at identity boundaries, takes each identity's best impression with
+``np.maximum.reduceat`` and keeps a running top-k; the true identity's rank is counted on the way (no full (P, I)
+array). ``--score minutiae`` re-ranks each probe's shortlist with the stored templates and the model's embedding +
+minutiae fusion, as :func:`fedprint.recognition.identification.identify` does (identities outside the shortlist keep
+their embedding order behind it). Float32 embeddings: distances agree with ``identify``'s float64 ones to ~1e-6.
+``benchmarks/bench_gallery.py`` measures it at 10^4 to 10^6 enrolled fingers (``docs/studies/gallery.md``).
+
+Examples
+--------
+>>> import numpy as np
+>>> from fedprint.data.stripes import stripe_records
+>>> from fedprint.models.model_file import load_model, pretrained_path
+>>> model = load_model(pretrained_path())
+>>> records = stripe_records(n_fingers=3, n_impressions=2, size=64)
+>>> index = build_index(model, [r for r in records if r.impression == 0], minutiae="none", min_quality=0,
+...                     progress=False)
+>>> index.count, index.identities.tolist()
+(3, ['toy-000', 'toy-001', 'toy-002'])
+>>> found = identify_index(model, index, [r for r in records if r.impression == 1], top_k=2, min_quality=0)
+>>> len(found), len(found[0].ranked)
+(3, 2)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import io
+import json
+import os
+import time
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from fedprint.data.atomic_io import temp_file_beside
+from fedprint.data.record import FingerprintRecord
+from fedprint.models.model_file import VerifierModel
+from fedprint.models.preprocess import describe
+from fedprint.recognition.identification import SHORTLIST, Identification
+from fedprint.recognition.matching import decision_threshold, embed_images, quality_gate
+from fedprint.recognition.quality import MIN_QUALITY
+
+FORMAT = "fedprint-gallery"
+VERSION = 1
+SUFFIX = ".fpg"
+METRIC = "cosine of unit-norm embeddings; distance = sqrt(2 - 2 cos), the Euclidean distance identify uses"
+#: Gallery rows per matrix-product block, at least (8 MiB of float32 scores per 128 probes).
+BLOCK_ROWS = 1 << 14
+#: Scores per block: fewer probes get longer blocks (one probe: 4 M rows), since a short matrix-vector product
+#: costs more in BLAS thread start-up than in arithmetic.
+BLOCK_SCORES = 1 << 22
+#: Probes per matrix-product block.
+PROBE_BLOCK = 128
+#: Images embedded per progress-bar step.
+EMBED_CHUNK = 256
+#: Matchers whose templates an index stores (as ISO/IEC 19794-2 records).
+TEMPLATE_MATCHERS = ("nbis",)
+_ARRAYS = ("embeddings", "identity_codes", "dpi", "quality", "minutiae_offsets")
+_TEXTS = ("identities", "sources")
+
+
+@dataclass
+class GalleryIndex:
+    """A gallery index in memory (module docstring: what each field is on disk).
+
+    Rows are grouped by identity: ``identity_codes`` is non-decreasing and ``identities[identity_codes[r]]`` is
+    row ``r``'s finger.
+    """
+
+    embeddings: np.ndarray  # (N, D) float32, unit rows
+    identity_codes: np.ndarray  # (N,) int32, non-decreasing
+    identities: np.ndarray  # (I,) str, sorted, unique
+    sources: list[str]  # (N,)
+    dpi: np.ndarray  # (N,) float32
+    quality: np.ndarray  # (N,) float32
+    model: dict  # fingerprint, path, encoder, embedding_dim, input_pipeline
+    minutiae: bytes | None = None  # concatenated ISO/IEC 19794-2 records
+    minutiae_offsets: np.ndarray | None = None  # (N + 1,) int64
+    matcher: str | None = None
+    created: str = ""
+    updated: str = ""
+    path: Path | None = None
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def count(self) -> int:
+        """Enrolled impressions (rows)."""
+        return int(len(self.identity_codes))
+
+    @property
+    def dim(self) -> int:
+        return int(self.embeddings.shape[1])
+
+    @property
+    def name(self) -> str:
+        """How errors name the index: its file, else ``"gallery index"``."""
+        return str(self.path) if self.path is not None else "gallery index"
+
+    def starts(self) -> np.ndarray:
+        """(I + 1,) first row of each identity, and N."""
+        if "starts" not in self._cache:
+            self._cache["starts"] = np.searchsorted(self.identity_codes, np.arange(len(self.identities) + 1))
+        return self._cache["starts"]
+
+    def rows_of_source(self, source: str) -> np.ndarray:
+        """Rows embedded from the file ``source`` (resolved as :func:`source_name` does); usually 0 or 1."""
+        if "keys" not in self._cache:
+            keys = source_keys(self.sources)
+            order = np.argsort(keys, kind="stable")
+            self._cache["keys"] = (keys[order], order)
+        keys, order = self._cache["keys"]
+        k = source_keys([source])[0]
+        lo, hi = np.searchsorted(keys, k, "left"), np.searchsorted(keys, k, "right")
+        return np.sort(order[lo:hi])
+
+    def template(self, row: int) -> bytes:
+        """The stored minutiae template of ``row`` (ValueError when the index holds none)."""
+        if self.minutiae is None or self.minutiae_offsets is None:
+            raise ValueError(f"{self.name}: holds no minutiae templates (build it with --minutiae nbis)")
+        return self.minutiae[int(self.minutiae_offsets[row]):int(self.minutiae_offsets[row + 1])]
+
+
+def _tensor_bytes(t: torch.Tensor) -> memoryview:
+    return memoryview(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+
+
+def model_fingerprint(model: VerifierModel) -> str:
+    """``"sha256:<hex>"`` of what decides a model's embeddings: encoder name, size and keyword arguments, the
+    input-pipeline description (:func:`fedprint.models.preprocess.describe`) and every tensor of its state dict
+    (name, dtype, shape, bytes). Thresholds, calibrations and provenance do not count."""
+    h = hashlib.sha256()
+    head = {"encoder": str(model.meta.get("encoder", "")), "embedding_dim": int(model.meta.get("embedding_dim", 0)),
+            "encoder_kwargs": dict(model.meta.get("encoder_kwargs") or {}), "input_pipeline": describe(model.spec)}
+    h.update(json.dumps(head, sort_keys=True, default=str).encode())
+    for name, t in sorted(model.encoder.state_dict().items()):
+        h.update(f"\0{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+        h.update(_tensor_bytes(t))
+    return "sha256:" + h.hexdigest()
+
+
+def _model_record(model: VerifierModel) -> dict:
+    return {"fingerprint": model_fingerprint(model), "path": str(model.meta.get("path", "")),
+            "encoder": str(model.meta.get("encoder", "")), "embedding_dim": int(model.meta.get("embedding_dim", 0)),
+            "input_pipeline": describe(model.spec), "method": str(model.meta.get("method", ""))}
+
+
+def check_model(index: GalleryIndex, model: VerifierModel) -> None:
+    """Refuse ``model`` unless its embeddings are the index's (same :func:`model_fingerprint`)."""
+    want, got = index.model.get("fingerprint"), model_fingerprint(model)
+    if want != got:
+        raise ValueError(f"{index.name}: built with model {index.model.get('path') or '?'} (fingerprint "
+                         f"{str(want)[7:19]}), but --model {model.meta.get('path', '?')} has fingerprint {got[7:19]} "
+                         "(other weights or input pipeline, so its embeddings are not comparable): give --model "
+                         "the index's model, or build a new index with this one")
+
+
+def source_name(record: FingerprintRecord) -> str:
+    """How the index names a record's image: its file's absolute path, else ``mem:<key>``."""
+    return str(Path(record.source).resolve()) if record.source else f"mem:{record.key}"
+
+
+def source_keys(sources: Sequence[str]) -> np.ndarray:
+    """(n,) uint64: the first 8 bytes of each source's BLAKE2b hash (for the probe-is-its-own-file check)."""
+    return np.array([int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "little")
+                     for s in sources], dtype=np.uint64)
+
+
+def arrays_digest(members: dict[str, np.ndarray | bytes]) -> str:
+    """SHA-256 (hex) of the index's members, in name order: each name, then an array's dtype, shape and C-order
+    bytes, or a text's / blob's length and bytes."""
+    h = hashlib.sha256()
+    for name in sorted(members):
+        value = members[name]
+        h.update(name.encode() + b"\0")
+        if isinstance(value, np.ndarray):
+            a = np.ascontiguousarray(value)
+            h.update(f"{a.dtype.str}{a.shape}\0".encode())
+            h.update(memoryview(a).cast("B"))
+        else:
+            h.update(f"{len(value)}\0".encode())
+            h.update(value)
+    return h.hexdigest()
+
+
+def _utc() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _lines(values: Sequence[str], what: str) -> bytes:
+    bad = next((v for v in values if "\n" in v or "\r" in v), None)
+    if bad is not None:
+        raise ValueError(f"{what}: {bad!r} holds a line break, which a gallery index cannot store")
+    return "\n".join(values).encode()
+
+
+def _unlines(data: bytes, n: int, name: str, what: str) -> list[str]:
+    out = data.decode().split("\n") if n else []
+    if len(out) != n:
+        raise ValueError(f"{name}: {what} holds {len(out)} lines, the header says {n}")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ building
+
+
+def _grouped(emb: np.ndarray, ids: Sequence[str], sources: list[str], dpi: np.ndarray, quality: np.ndarray,
+             templates: list[bytes] | None) -> dict:
+    """Rows sorted (stably) by identity, as the index stores them."""
+    names, codes = np.unique(np.asarray(list(ids), dtype=str), return_inverse=True)
+    order = np.argsort(codes, kind="stable")
+    out = {"embeddings": np.ascontiguousarray(emb[order], dtype=np.float32),
+           "identity_codes": codes[order].astype(np.int32), "identities": names,
+           "sources": [sources[k] for k in order], "dpi": np.asarray(dpi, np.float32)[order],
+           "quality": np.asarray(quality, np.float32)[order], "minutiae": None, "minutiae_offsets": None}
+    if templates is not None:
+        t = [templates[k] for k in order]
+        out["minutiae"] = b"".join(t)
+        out["minutiae_offsets"] = np.r_[0, np.cumsum([len(x) for x in t])].astype(np.int64)
+    return out
+
+
+def resolve_minutiae(name: str | None) -> str | None:
+    """``--minutiae``: ``"auto"`` is ``"nbis"`` where nbis-py imports, else None (no templates); ``"none"``:
+    None; ``"nbis"``: refused when nbis-py is missing."""
+    from fedprint.data import minutiae_matchers as mm
+
+    if name in ("none", None):
+        return None
+    if name == "auto":
+        return "nbis" if mm.available("nbis") else None
+    if name not in TEMPLATE_MATCHERS:
+        raise ValueError(f"--minutiae: expected auto, none or {', '.join(TEMPLATE_MATCHERS)}, got {name!r} (the "
+                         "index stores NBIS MINDTCT minutiae as ISO/IEC 19794-2 records)")
+    return mm.resolve_matcher(name, "--minutiae")
+
+
+def extract_templates(records: Sequence[FingerprintRecord], matcher: str, *, progress: bool = False) -> list[bytes]:
+    """Each record's minutiae template as ISO/IEC 19794-2:2005 bytes (NBIS MINDTCT at the record's dpi)."""
+    from fedprint.data import minutiae_matchers as mm
+
+    if not records:
+        return []
+    return [t.to_iso_19794_2_2005() for t in mm.templates(records, matcher, progress=progress)]
+
+
+def match_templates(probe: bytes, gallery: Sequence[bytes], matcher: str) -> np.ndarray:
+    """Bozorth3 score of the probe's template against each gallery template (higher = more alike; 0 for a print
+    without minutiae)."""
+    import nbis
+
+    from fedprint.data.minutiae_backends import _nbis_extractor
+
+    ex = _nbis_extractor(500.0)  # reading an ISO record does not depend on the extractor's resolution
+
+    def load(data: bytes):
+        try:
+            return ex.load_iso_19794_2_2005(data)
+        except nbis.NbisError:  # MINDTCT found no minutia: NBIS writes a record it cannot read back
+            return None
+
+    p = load(probe)
+    if p is None:
+        return np.zeros(len(gallery))
+    got = [load(g) for g in gallery]
+    return np.array([0.0 if g is None else float(p.compare(g)) for g in got], dtype=np.float64)
+
+
+def embed_records(model: VerifierModel, records: Sequence[FingerprintRecord], *,
+                  progress: bool = False) -> np.ndarray:
+    """(n, D) float32 unit-norm embeddings of ``records``, :data:`EMBED_CHUNK` images a progress step."""
+    out = []
+    for s in tqdm(range(0, len(records), EMBED_CHUNK), desc="embed", unit_scale=EMBED_CHUNK,
+                  disable=not progress or len(records) <= EMBED_CHUNK):
+        chunk = records[s:s + EMBED_CHUNK]
+        out.append(embed_images(model, [r.image for r in chunk], [r.dpi for r in chunk]).astype(np.float32))
+    return np.concatenate(out) if out else np.zeros((0, int(model.meta.get("embedding_dim", 0))), np.float32)
+
+
+def _enrol(model: VerifierModel, records: Sequence[FingerprintRecord], matcher: str | None, *, min_quality: float,
+           skip_bad: bool, report: list | None, progress: bool) -> tuple[list, dict]:
+    """Gate, embed and (with ``matcher``) extract templates of ``records``; the rows to enrol, ungrouped."""
+    records, q = quality_gate(records, min_quality, skip_bad=skip_bad, report=report)
+    if not records:
+        raise ValueError("--data: no images" + (" above the quality gate" if skip_bad else ""))
+    sources = [source_name(r) for r in records]
+    _lines(sources, "--data: file name")
+    _lines([str(r.identity) for r in records], "--data: identity")
+    seen: dict[str, int] = {}
+    for s in sources:
+        if s in seen:
+            raise ValueError(f"--data: {s} is given twice")
+        seen[s] = 1
+    rows = {"emb": embed_records(model, records, progress=progress), "ids": [str(r.identity) for r in records],
+            "sources": sources, "dpi": np.array([float(r.dpi or 500.0) for r in records], np.float32),
+            "quality": np.asarray(q, np.float32),
+            "templates": extract_templates(records, matcher, progress=progress) if matcher else None}
+    return records, rows
+
+
+def build_index(model: VerifierModel, records: Sequence[FingerprintRecord], *, minutiae: str | None = "auto",
+                min_quality: float = MIN_QUALITY, skip_bad: bool = False, report: list | None = None,
+                progress: bool = True) -> GalleryIndex:
+    """A new index of ``records`` (each record's identity is its enrolled finger).
+
+    Parameters
+    ----------
+    model : VerifierModel
+        The model whose embeddings the index holds (every later search must use it).
+    records : sequence of FingerprintRecord
+        The gallery prints.
+    minutiae : {"auto", "nbis", "none"}
+        Store NBIS minutiae templates too (for ``--score minutiae``; ~70 ms a print); ``"auto"``: where nbis-py
+        is installed.
+    min_quality, skip_bad, report
+        The quality gate, as :func:`fedprint.recognition.identification.identify` applies it.
+    progress : bool
+        Progress bars.
+
+    Returns
+    -------
+    GalleryIndex
+        Not yet written (:func:`write_index`).
+    """
+    matcher = resolve_minutiae(minutiae)
+    _, rows = _enrol(model, records, matcher, min_quality=min_quality, skip_bad=skip_bad, report=report,
+                     progress=progress)
+    g = _grouped(rows["emb"], rows["ids"], rows["sources"], rows["dpi"], rows["quality"], rows["templates"])
+    now = _utc()
+    return GalleryIndex(**g, model=_model_record(model), matcher=matcher, created=now, updated=now)
+
+
+def _rows(index: GalleryIndex) -> dict:
+    """The index's rows, ungrouped (for a rebuild)."""
+    n = index.count
+    tpl = None if index.minutiae is None else [index.template(r) for r in range(n)]
+    return {"emb": index.embeddings, "ids": index.identities[index.identity_codes].tolist(),
+            "sources": list(index.sources), "dpi": index.dpi, "quality": index.quality, "templates": tpl}
+
+
+def add_records(index: GalleryIndex, model: VerifierModel, records: Sequence[FingerprintRecord], *,
+                min_quality: float = MIN_QUALITY, skip_bad: bool = False, report: list | None = None,
+                progress: bool = True) -> tuple[GalleryIndex, int]:
+    """``index`` with ``records`` enrolled too (templates where the index holds them); returns the new index and
+    the rows added. Refuses another model and a file already enrolled."""
+    check_model(index, model)
+    known = set(index.sources)
+    fresh = [r for r in records if source_name(r) not in known]
+    if len(fresh) < len(records):
+        dup = next(source_name(r) for r in records if source_name(r) in known)
+        raise ValueError(f"--data: {dup} is already in {index.name} ({len(records) - len(fresh)} file(s) "
+                         "already enrolled); remove their identity first (fedprint gallery remove --identity)")
+    _, new = _enrol(model, fresh, index.matcher, min_quality=min_quality, skip_bad=skip_bad, report=report,
+                    progress=progress)
+    old = _rows(index)
+    g = _grouped(np.concatenate([old["emb"], new["emb"]]), old["ids"] + new["ids"], old["sources"] + new["sources"],
+                 np.r_[old["dpi"], new["dpi"]], np.r_[old["quality"], new["quality"]],
+                 None if index.matcher is None else old["templates"] + new["templates"])
+    return replace(index, **g, updated=_utc(), _cache={}), len(new["ids"])
+
+
+def remove_identities(index: GalleryIndex, names: Sequence[str]) -> tuple[GalleryIndex, int]:
+    """``index`` without every row of the identities ``names``; returns it and the rows removed. Refuses a name
+    the index does not hold."""
+    names = list(dict.fromkeys(str(n) for n in names))
+    missing = [n for n in names if n not in set(index.identities.tolist())]
+    if missing:
+        raise ValueError(f"--identity: {index.name} holds no identity {', '.join(map(repr, missing[:5]))}"
+                         f"{' ...' if len(missing) > 5 else ''} (fedprint gallery info lists them)")
+    drop = np.isin(index.identities[index.identity_codes], names)
+    keep = np.flatnonzero(~drop)
+    old = _rows(index)
+    g = _grouped(old["emb"][keep], [old["ids"][k] for k in keep], [old["sources"][k] for k in keep],
+                 old["dpi"][keep], old["quality"][keep],
+                 None if old["templates"] is None else [old["templates"][k] for k in keep])
+    return replace(index, **g, updated=_utc(), _cache={}), int(drop.sum())
+
+
+# ------------------------------------------------------------------------------------------------ disk
+
+
+def _members(index: GalleryIndex) -> dict[str, np.ndarray | bytes]:
+    m: dict[str, np.ndarray | bytes] = {
+        "embeddings": np.ascontiguousarray(index.embeddings, np.float32),
+        "identity_codes": np.ascontiguousarray(index.identity_codes, np.int32),
+        "dpi": np.ascontiguousarray(index.dpi, np.float32), "quality": np.ascontiguousarray(index.quality, np.float32),
+        "identities": _lines(index.identities.tolist(), "identity"), "sources": _lines(index.sources, "source")}
+    if index.minutiae is not None:
+        m["minutiae"] = bytes(index.minutiae)
+        m["minutiae_offsets"] = np.ascontiguousarray(index.minutiae_offsets, np.int64)
+    return m
+
+
+def _fedprint_version() -> str:
+    try:
+        return importlib.metadata.version("fedprint")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def header_of(index: GalleryIndex, digest: str) -> dict:
+    """The ``header.json`` of ``index`` whose members hash to ``digest``."""
+    return {"format": FORMAT, "version": VERSION, "count": index.count, "identities": int(len(index.identities)),
+            "embedding_dim": index.dim, "metric": METRIC, "model": index.model,
+            "minutiae": None if index.matcher is None else {"matcher": index.matcher,
+                                                            "format": "ISO/IEC 19794-2:2005"},
+            "checksum": {"algorithm": "sha256", "value": digest}, "created": index.created,
+            "updated": index.updated, "written_by": f"fedprint {_fedprint_version()}"}
+
+
+def _member_name(name: str) -> str:
+    return f"{name}.npy" if name in _ARRAYS else (f"{name}.txt" if name in _TEXTS else f"{name}.bin")
+
+
+def write_index(index: GalleryIndex, path: str | Path) -> Path:
+    """Write ``index`` to ``path`` atomically (a temporary file beside it, fsync, ``os.replace``); returns
+    ``path``. The folder must exist."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise NotADirectoryError(f"{path}: folder {path.parent} does not exist")
+    members = _members(index)
+    header = header_of(index, arrays_digest(members))
+    fd, tmp = temp_file_beside(path, ".partial")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+                zf.writestr("header.json", json.dumps(header, indent=2))
+                for name, value in members.items():
+                    with zf.open(_member_name(name), "w", force_zip64=True) as out:
+                        if isinstance(value, np.ndarray):
+                            np.lib.format.write_array(out, value, allow_pickle=False)
+                        else:
+                            out.write(value)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _read_array(data: bytes, where: str) -> np.ndarray:
+    """An ``.npy`` member as a read-only array over ``data`` (no copy, no pickles)."""
+    bio = io.BytesIO(data)
+    try:
+        major, _ = np.lib.format.read_magic(bio)
+        shape, fortran, dtype = (np.lib.format.read_array_header_1_0(bio) if major == 1
+                                 else np.lib.format.read_array_header_2_0(bio))
+    except ValueError as exc:
+        raise ValueError(f"{where}: not an .npy array ({exc})") from None
+    if dtype.hasobject or fortran:
+        raise ValueError(f"{where}: expected a plain C-order array, got {dtype} (fortran={fortran})")
+    n = int(np.prod(shape))
+    if len(data) - bio.tell() != n * dtype.itemsize:
+        raise ValueError(f"{where}: holds {len(data) - bio.tell()} bytes, its header says {n * dtype.itemsize}")
+    return np.frombuffer(data, dtype=dtype, count=n, offset=bio.tell()).reshape(shape)
+
+
+def read_header(path: str | Path) -> dict:
+    """The header of the index file ``path``, its format and version checked (not its checksum)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"gallery index not found: {path}")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            header = json.loads(zf.read("header.json"))
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
+        raise ValueError(f"{path}: not a FedPrint gallery index ({type(exc).__name__}: {exc})") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        got = header.get("format") if isinstance(header, dict) else type(header).__name__
+        raise ValueError(f"{path}: expected a gallery index of format {FORMAT!r}, got {got!r}")
+    if header.get("version") != VERSION:
+        raise ValueError(f"{path}: gallery index version {header.get('version')!r}; this FedPrint reads version "
+                         f"{VERSION}: build it again with fedprint gallery build")
+    return header
+
+
+def load_index(path: str | Path) -> GalleryIndex:
+    """Read and check an index file (module docstring: what is refused).
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        One line naming ``path``: not an index, another version, a checksum mismatch, inconsistent arrays.
+    """
+    path = Path(path)
+    header = read_header(path)
+    members: dict[str, np.ndarray | bytes] = {}
+    try:
+        with zipfile.ZipFile(path) as zf:
+            stored = set(zf.namelist())
+            for name in (*_ARRAYS, *_TEXTS, "minutiae"):
+                member = _member_name(name)
+                if member not in stored:
+                    continue
+                data = zf.read(member)
+                members[name] = _read_array(data, f"{path}: {member}") if name in _ARRAYS else data
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise ValueError(f"{path}: gallery index is damaged ({type(exc).__name__}: {exc})") from None
+    want = (header.get("checksum") or {}).get("value")
+    if arrays_digest(members) != want:
+        raise ValueError(f"{path}: checksum mismatch (the arrays do not hash to the header's SHA-256 "
+                         f"{str(want)[:12]}...): the file is damaged or was changed; build it again")
+    return _index_of(path, header, members)
+
+
+def _index_of(path: Path, header: dict, m: dict) -> GalleryIndex:
+    missing = [n for n in ("embeddings", "identity_codes", "dpi", "quality", "identities", "sources") if n not in m]
+    if missing:
+        raise ValueError(f"{path}: gallery index lacks {missing}")
+    n, d = int(header.get("count", -1)), int(header.get("embedding_dim", -1))
+    emb, codes = m["embeddings"], m["identity_codes"]
+    names = np.array(_unlines(m["identities"], int(header.get("identities", -1)), str(path), "identities.txt"),
+                     dtype=str)
+    sources = _unlines(m["sources"], n, str(path), "sources.txt")
+    bad = (emb.shape != (n, d) or emb.dtype != np.float32 or codes.shape != (n,) or m["dpi"].shape != (n,)
+           or m["quality"].shape != (n,) or (n and (codes.min() < 0 or codes.max() >= len(names)
+                                                     or np.any(np.diff(codes) < 0))))
+    if bad:
+        raise ValueError(f"{path}: gallery index arrays do not fit its header ({n} rows of {d} floats)")
+    offsets = m.get("minutiae_offsets")
+    matcher = (header.get("minutiae") or {}).get("matcher")
+    if matcher is not None and (offsets is None or "minutiae" not in m or offsets.shape != (n + 1,)
+                                or offsets[-1] != len(m["minutiae"])):
+        raise ValueError(f"{path}: gallery index minutiae templates do not fit its header")
+    return GalleryIndex(embeddings=emb, identity_codes=codes, identities=names, sources=sources, dpi=m["dpi"],
+                        quality=m["quality"], model=dict(header.get("model") or {}),
+                        minutiae=m.get("minutiae") if matcher else None,
+                        minutiae_offsets=offsets if matcher else None, matcher=matcher,
+                        created=str(header.get("created", "")), updated=str(header.get("updated", "")), path=path)
+
+
+def info(index: GalleryIndex) -> dict:
+    """What ``fedprint gallery info`` prints: counts, model, templates, sizes."""
+    per = np.diff(index.starts())
+    arrays = sum(a.nbytes for a in (index.embeddings, index.identity_codes, index.dpi, index.quality))
+    return {"path": index.name, "format": FORMAT, "version": VERSION, "count": index.count,
+            "identities": int(len(index.identities)), "embedding_dim": index.dim,
+            "impressions_per_identity": {"min": int(per.min()) if len(per) else 0,
+                                         "max": int(per.max()) if len(per) else 0},
+            "model": index.model, "minutiae": index.matcher, "metric": METRIC,
+            "bytes_in_memory": int(arrays + sum(len(s) for s in index.sources) + len(index.minutiae or b"")),
+            "file_bytes": index.path.stat().st_size if index.path is not None and index.path.is_file() else None,
+            "created": index.created, "updated": index.updated}
+
+
+# ------------------------------------------------------------------------------------------------ search
+
+
+@dataclass
+class SearchResult:
+    """Top-k identities per probe by the embedding (best impression per identity)."""
+
+    codes: np.ndarray  # (P, k) identity codes, best first (-1: fewer than k identities to list)
+    sims: np.ndarray  # (P, k) float32 cosine (-inf where codes is -1)
+    ranks: np.ndarray  # (P,) 1-based rank of the true identity; 0 where unknown / not enrolled
+
+
+def _blocks(starts: np.ndarray, rows: int) -> list[tuple[int, int]]:
+    """Identity ranges ``[i0, i1)`` whose rows form blocks of about ``rows`` rows (never splitting an identity)."""
+    out, i0, n_id = [], 0, len(starts) - 1
+    while i0 < n_id:
+        i1 = max(i0 + 1, int(np.searchsorted(starts, starts[i0] + rows, "right")) - 1)
+        i1 = min(i1, n_id)
+        out.append((i0, i1))
+        i0 = i1
+    return out
+
+
+def _ahead(per: np.ndarray, ts: np.ndarray, tc: np.ndarray, i0: int, i1: int) -> np.ndarray:
+    """Per probe, the identities ``i0 .. i1`` (scores ``per``) that rank before its true one (score ``ts``, code
+    ``tc``): a higher score, or the same score and a smaller code; the true identity itself never counts."""
+    t = ts[:, None]
+    ids = np.arange(i0, i1)[None, :]
+    n = np.count_nonzero((per > t) | ((per == t) & (ids < tc[:, None])), axis=1)
+    own = (tc >= i0) & (tc < i1)
+    j = np.flatnonzero(own)
+    n[j] -= per[j, tc[j] - i0] > ts[j]  # the true identity's block score may round above its own best
+    return n
+
+
+def _merge_block(best_s: np.ndarray, best_c: np.ndarray, per: np.ndarray, i0: int, k: int) -> None:
+    """Merge the block of identity scores ``per`` (codes ``i0 ..``) into the running top-``k`` (in place).
+
+    Only scores above a probe's current k-th best can enter; after the first blocks they are few, so those rows
+    are merged one by one instead of partitioning the whole block."""
+    hit = per > best_s[:, -1:]
+    n_hit = int(np.count_nonzero(hit))
+    if n_hit == 0:
+        return
+    if n_hit > 2 * k * len(per):  # the block's own top k first, then the merge of 2 k candidates
+        top = np.argpartition(per, per.shape[1] - k, axis=1)[:, -k:] if per.shape[1] > k else \
+            np.broadcast_to(np.arange(per.shape[1]), per.shape)
+        best_s[:], best_c[:] = _merge_topk(np.concatenate([best_s, np.take_along_axis(per, top, 1)], 1),
+                                           np.concatenate([best_c, i0 + top], 1), k)
+        return
+    rows, cols = np.nonzero(hit)
+    cut = np.flatnonzero(np.diff(rows)) + 1
+    for r, c in zip(np.split(rows, cut), np.split(cols, cut), strict=True):
+        j = int(r[0])
+        s_new, c_new = _merge_topk(np.r_[best_s[j], per[j, c]][None, :], np.r_[best_c[j], i0 + c][None, :], k)
+        best_s[j], best_c[j] = s_new[0], c_new[0]
+
+
+def _merge_topk(s: np.ndarray, c: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the ``k`` largest scores of ``s`` (ties: smaller code first) and their codes ``c``."""
+    if s.shape[1] > k:
+        part = np.argpartition(-s, k - 1, axis=1)[:, :k]
+        s, c = np.take_along_axis(s, part, 1), np.take_along_axis(c, part, 1)
+    order = np.lexsort((c, -s), axis=1)
+    return np.take_along_axis(s, order, 1), np.take_along_axis(c, order, 1)
+
+
+def search(index: GalleryIndex, queries: np.ndarray, k: int, *, exclude: Sequence[np.ndarray] | None = None,
+           true_codes: np.ndarray | None = None, progress: bool = False) -> SearchResult:
+    """Exact top-``k`` identities of each query by inner product (module docstring: Search).
+
+    Parameters
+    ----------
+    index : GalleryIndex
+        The gallery.
+    queries : ndarray, shape (P, D)
+        Unit-norm probe embeddings (cast to float32).
+    k : int
+        Identities kept per probe.
+    exclude : sequence of ndarray, optional
+        Per probe, rows never matched to it (its own file).
+    true_codes : ndarray of int, shape (P,), optional
+        Each probe's true identity code (-1: unknown / not enrolled); its rank is counted.
+    progress : bool
+        A progress bar over probe blocks.
+
+    Returns
+    -------
+    SearchResult
+    """
+    q = np.ascontiguousarray(queries, dtype=np.float32)
+    if q.ndim != 2 or q.shape[1] != index.dim:
+        raise ValueError(f"{index.name}: probes of dimension {q.shape[1:]} against an index of dimension {index.dim}")
+    n_p, starts, emb = len(q), index.starts(), index.embeddings
+    k = max(1, min(int(k), len(index.identities)))
+    exclude = [np.zeros(0, np.int64)] * n_p if exclude is None else [np.asarray(e, np.int64) for e in exclude]
+    true_codes = np.full(n_p, -1) if true_codes is None else np.asarray(true_codes)
+    codes, sims, ranks = np.full((n_p, k), -1), np.full((n_p, k), -np.inf, np.float32), np.zeros(n_p, np.int64)
+    for p0 in tqdm(range(0, n_p, PROBE_BLOCK), desc="search", unit_scale=PROBE_BLOCK,
+                   disable=not progress or n_p <= PROBE_BLOCK):
+        qb, p1 = q[p0:p0 + PROBE_BLOCK], min(p0 + PROBE_BLOCK, n_p)
+        blocks = _blocks(starts, max(BLOCK_ROWS, BLOCK_SCORES // len(qb)))
+        tc = true_codes[p0:p1]
+        ts = _true_sims(index, qb, tc, exclude[p0:p1])
+        counted = bool(np.any(tc >= 0))
+        ex_j = np.concatenate([np.full(len(e), j) for j, e in enumerate(exclude[p0:p1])]).astype(np.int64)
+        ex_r = np.concatenate(exclude[p0:p1]).astype(np.int64)
+        best_s, best_c = sims[p0:p1].copy(), codes[p0:p1].copy()
+        above = np.zeros(len(qb), np.int64)
+        for i0, i1 in blocks:
+            r0, r1 = int(starts[i0]), int(starts[i1])
+            s = qb @ emb[r0:r1].T
+            inside = (ex_r >= r0) & (ex_r < r1)
+            s[ex_j[inside], ex_r[inside] - r0] = -np.inf  # never the probe's own file
+            # one row per identity (the usual 1:N gallery): the scores are the identities' already
+            per = s if r1 - r0 == i1 - i0 else np.maximum.reduceat(s, starts[i0:i1] - r0, axis=1)
+            if counted:
+                above += _ahead(per, ts, tc, i0, i1)
+            _merge_block(best_s, best_c, per, i0, k)
+        sims[p0:p1], codes[p0:p1] = best_s, np.where(np.isfinite(best_s), best_c, -1)
+        ranks[p0:p1] = np.where((tc >= 0) & np.isfinite(ts), above + 1, 0)
+    return SearchResult(codes, sims, ranks)
+
+
+def _true_sims(index: GalleryIndex, qb: np.ndarray, tc: np.ndarray, exclude: Sequence[np.ndarray]) -> np.ndarray:
+    """Each probe's best inner product with its true identity's rows (-inf: none, or only its own file)."""
+    starts, out = index.starts(), np.full(len(qb), -np.inf, np.float32)
+    for j, c in enumerate(tc):
+        if c < 0:
+            continue
+        rows = np.setdiff1d(np.arange(starts[c], starts[c + 1]), exclude[j])
+        if len(rows):
+            out[j] = float(np.max(index.embeddings[rows] @ qb[j]))
+    return out
+
+
+def distances(sims: np.ndarray) -> np.ndarray:
+    """Euclidean distance of unit vectors from their cosine: ``sqrt(2 - 2 cos)`` (float64)."""
+    return np.sqrt(np.clip(2.0 - 2.0 * np.asarray(sims, np.float64), 0.0, None))
+
+
+def _rerank(model: VerifierModel, index: GalleryIndex, probes: Sequence[FingerprintRecord], pe: np.ndarray,
+            found: SearchResult, exclude: Sequence[np.ndarray], k: int, timings: dict, progress: bool,
+            probe_templates: Sequence[bytes] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per probe, its first ``k`` identities re-ranked by the embedding + minutiae fusion: (codes, -fused).
+    ``probe_templates``: the probes' templates when already extracted."""
+    from fedprint.recognition.minutiae_fusion import fused_scores, matcher_of, minutiae_fusion_of
+
+    cal = minutiae_fusion_of(model)
+    matcher = matcher_of(cal)
+    if index.matcher is None:
+        raise ValueError(f"{index.name}: holds no minutiae templates for --score minutiae; build the index with "
+                         "--minutiae nbis, or search with --score global")
+    if matcher != index.matcher:
+        raise ValueError(f"{index.name}: holds {index.matcher} templates, the model's minutiae fusion was "
+                         f"calibrated with the {matcher} matcher")
+    t0 = time.perf_counter()
+    ptpl = list(probe_templates) if probe_templates is not None else extract_templates(probes, matcher,
+                                                                                       progress=progress)
+    timings["minutiae_extract_s"] = time.perf_counter() - t0
+    t0, pairs, starts = time.perf_counter(), 0, index.starts()
+    out_c, out_d = [], []
+    for j in tqdm(range(len(probes)), desc="minutiae re-rank", disable=not progress or len(probes) < 2):
+        short = found.codes[j, :k]
+        short = short[short >= 0]
+        rows = np.concatenate([np.arange(starts[c], starts[c + 1]) for c in short]) if len(short) else \
+            np.zeros(0, np.int64)
+        rows = np.setdiff1d(rows, exclude[j])
+        raw = match_templates(ptpl[j], [index.template(r) for r in rows], matcher)
+        pairs += len(rows)
+        fused = fused_scores(cal, index.embeddings[rows].astype(np.float64) @ pe[j].astype(np.float64), raw)
+        best = np.full(len(index.identities), -np.inf)
+        np.maximum.at(best, index.identity_codes[rows], fused)
+        head = short[np.argsort(-best[short], kind="stable")]
+        head = head[np.isfinite(best[head])]
+        out_c.append(head)
+        out_d.append(-best[head])
+    timings["minutiae_match_s"] = time.perf_counter() - t0
+    timings["minutiae_pairs"] = int(pairs)
+    return out_c, out_d
+
+
+def identify_index(model: VerifierModel, index: GalleryIndex, probes: Sequence[FingerprintRecord], *,
+                   top_k: int = 5, probe_identities_known: bool = True, threshold: float | None = None,
+                   min_quality: float = MIN_QUALITY, skip_bad: bool = False, report: list | None = None,
+                   score: str = "global", shortlist: int | None = SHORTLIST, timings: dict | None = None,
+                   progress: bool = False) -> list[Identification]:
+    """:func:`fedprint.recognition.identification.identify` against an index: the same parameters and results,
+    the gallery's embeddings (and templates) read from ``index`` instead of computed. ``score`` is ``"global"``
+    or ``"minutiae"`` (the index holds no feature maps for ``"fused"``). Refuses a model that is not the
+    index's (:func:`check_model`)."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"--top-k: expected an integer >= 1, got {top_k!r}")
+    if shortlist is not None and (isinstance(shortlist, bool) or not isinstance(shortlist, int) or shortlist < 1):
+        raise ValueError(f"--shortlist: expected an integer >= 1, got {shortlist!r}")
+    if score not in ("global", "minutiae"):
+        raise ValueError(f"--score {score}: a gallery index holds embeddings (and minutiae templates), not the "
+                         "feature maps the fused score needs; use --score global or minutiae, or --gallery DIR")
+    check_model(index, model)
+    if index.count == 0:
+        raise ValueError(f"{index.name}: the index is empty")
+    timings = {} if timings is None else timings
+    t = decision_threshold(model, threshold, score)
+    probes, pq = quality_gate(probes, min_quality, skip_bad=skip_bad, report=report)
+    if not probes:
+        raise ValueError("probe: no images above the quality gate")
+    t0 = time.perf_counter()
+    pe = embed_records(model, probes, progress=progress)
+    timings["embed_s"] = time.perf_counter() - t0
+    exclude = [index.rows_of_source(source_name(p)) for p in probes]
+    names = index.identities
+    true = [p.identity if probe_identities_known else None for p in probes]
+    tc = np.array([int(np.searchsorted(names, x)) if x is not None and x in set_of(index) else -1 for x in true])
+    k_short = len(names) if shortlist is None else min(shortlist, len(names))
+    t0 = time.perf_counter()
+    found = search(index, pe, max(top_k, k_short if score == "minutiae" else 0), exclude=exclude, true_codes=tc,
+                   progress=progress)
+    timings["search_s"] = time.perf_counter() - t0
+    if score == "minutiae":
+        heads, dists = _rerank(model, index, probes, pe, found, exclude, k_short, timings, progress)
+        listed = min(top_k, k_short)
+    else:
+        heads = [c[c >= 0] for c in found.codes]
+        dists = [distances(s[np.isfinite(s)]) for s in found.sims]
+        listed = top_k
+    out = []
+    for j, p in enumerate(probes):
+        rank = int(found.ranks[j]) or None
+        if score == "minutiae" and rank is not None and rank <= k_short:
+            at = np.flatnonzero(heads[j] == tc[j])
+            rank = int(at[0]) + 1 if len(at) else rank
+        ranked = [(str(names[c]), float(d)) for c, d in zip(heads[j][:listed], dists[j][:listed], strict=True)]
+        cand = ranked[0][0] if ranked and t is not None and ranked[0][1] <= t else None
+        out.append(Identification(p.source or p.key, true[j], ranked, rank, float(pq[j]), cand))
+    return out
+
+
+def without_mate(index: GalleryIndex, results: Sequence[Identification]) -> list[str]:
+    """The probes (of known identity) whose finger the index holds only by the probe's own file: no mate to
+    find (``identify`` says so rather than hiding it in rank-1)."""
+    starts, names, out = index.starts(), set_of(index), []
+    for r in results:
+        if r.identity is None or r.identity not in names:
+            continue
+        code = int(np.searchsorted(index.identities, r.identity))
+        own = set(index.rows_of_source(str(Path(r.probe).resolve()) if not r.probe.startswith("mem:")
+                                       else r.probe).tolist())
+        if set(range(int(starts[code]), int(starts[code + 1]))) <= own:
+            out.append(r.probe)
+    return out
+
+
+def set_of(index: GalleryIndex) -> set[str]:
+    """The index's identity names as a set (cached)."""
+    if "names" not in index._cache:
+        index._cache["names"] = set(index.identities.tolist())
+    return index._cache["names"]
