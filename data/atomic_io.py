@@ -20,7 +20,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -65,21 +65,29 @@ def temp_file_beside(path: str | Path, suffix: str = "") -> tuple[int, str]:
     return fd, tmp
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (parents created; mode as :func:`temp_file_beside`)."""
+@contextlib.contextmanager
+def atomic_writer(path: str | Path, suffix: str = "") -> Iterator[BinaryIO]:
+    """A binary file that becomes ``path`` only when the block ends without error (parents created; mode as
+    :func:`temp_file_beside`): written beside it, synced, then renamed over it; removed on any failure."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = temp_file_beside(path)
+    fd, tmp = temp_file_beside(path, suffix)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (:func:`atomic_writer`)."""
+    with atomic_writer(path) as fh:
+        fh.write(data)
+    return Path(path)
 
 
 def write_json(path: str | Path, obj: Any) -> Path:

@@ -58,13 +58,13 @@ def fused_eers(distances: np.ndarray, scores: np.ndarray, labels: np.ndarray, pr
     (:func:`fedprint.models.metrics.zscore_fusion`, each score standardised on these pairs) of a deep verifier's
     ``distances`` and a classical matcher's similarity ``scores``; the z-score EER is NaN where either score is
     constant over the pairs (no spread to standardise by: that matcher tells no pair from another)."""
-    from fedprint.models.metrics import eer, rank_fusion, zscore_fusion
+    from fedprint.models.metrics import eer, rank_fusion
+    from fedprint.recognition.peers import fused_with_peer
 
-    both = [-np.asarray(distances, float), np.asarray(scores, float)]
-    constant = any(np.ptp(s) == 0 for s in both)
-    return {f"{prefix}fused_eer": eer(rank_fusion(*both), labels, higher_is_genuine=True),
-            f"{prefix}fused_z_eer": float("nan") if constant else eer(zscore_fusion(both, both), labels,
-                                                                      higher_is_genuine=True)}
+    z = fused_with_peer(distances, scores)  # NaN where either score is constant
+    return {f"{prefix}fused_eer": eer(rank_fusion(-np.asarray(distances, float), np.asarray(scores, float)), labels,
+                                      higher_is_genuine=True),
+            f"{prefix}fused_z_eer": float("nan") if np.isnan(z).any() else eer(z, labels)}
 
 
 def _matcher_name(matcher: str) -> str:

@@ -70,7 +70,6 @@ import hashlib
 import importlib.metadata
 import io
 import json
-import os
 import time
 import zipfile
 from collections.abc import Sequence
@@ -81,7 +80,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from fedprint.data.atomic_io import temp_file_beside
+from fedprint.data.atomic_io import atomic_writer
 from fedprint.data.record import FingerprintRecord
 from fedprint.models.model_file import VerifierModel
 from fedprint.models.preprocess import describe
@@ -468,23 +467,15 @@ def write_index(index: GalleryIndex, path: str | Path) -> Path:
         raise NotADirectoryError(f"{path}: folder {path.parent} does not exist")
     members = _members(index)
     header = header_of(index, arrays_digest(members))
-    fd, tmp = temp_file_beside(path, ".partial")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-                zf.writestr("header.json", json.dumps(header, indent=2))
-                for name, value in members.items():
-                    with zf.open(_member_name(name), "w", force_zip64=True) as out:
-                        if isinstance(value, np.ndarray):
-                            np.lib.format.write_array(out, value, allow_pickle=False)
-                        else:
-                            out.write(value)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(path, ".partial") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED,
+                                                                allowZip64=True) as zf:
+        zf.writestr("header.json", json.dumps(header, indent=2))
+        for name, value in members.items():
+            with zf.open(_member_name(name), "w", force_zip64=True) as out:
+                if isinstance(value, np.ndarray):
+                    np.lib.format.write_array(out, value, allow_pickle=False)
+                else:
+                    out.write(value)
     return path
 
 
