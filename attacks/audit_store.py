@@ -50,7 +50,8 @@ class AuditStore:
                 raise ValueError(f"--out {self.out}: holds an audit with a different {', '.join(diff)}; "
                                  f"resume only with the same run, attacks and settings, or use another --out")
             self.parts: list[dict[str, Any]] = state["parts"]
-        elif self.out.exists() and any(self.out.iterdir()):
+        elif self.out.exists() and any(f.name != "provenance.json" for f in self.out.iterdir()):
+            # provenance.json alone: the folder new_run_dir just made for the default --out
             raise ValueError(f"--out {self.out}: exists, is not empty and is not an audit directory")
         else:
             self.out.mkdir(parents=True, exist_ok=True)

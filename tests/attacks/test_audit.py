@@ -48,6 +48,16 @@ def test_audit_of_run_model_leaves_run_unchanged(tiny_run, tmp_path):
     assert set(got["run_models"][0]["attacks"]) == {"yeom_distance", "yeom_loss", "compactness"}
 
 
+def test_audit_default_out_is_a_new_sibling_folder(tiny_run, tmp_path):
+    """No --out: the audit makes <run>-audit-<timestamp> beside the run (and starts it with provenance.json)."""
+    import shutil
+
+    run = shutil.copytree(tiny_run, tmp_path / "runs" / tiny_run.name)
+    assert main(["audit", "--run", str(run), "--attacks", "mia", "--no-comparison", "--quiet"]) == 0
+    (out,) = [p for p in run.parent.iterdir() if p.name.startswith(f"{run.name}-audit-")]
+    assert (out / "audit.md").is_file() and (out / "provenance.json").is_file()
+
+
 @pytest.mark.slow
 def test_audit_mia_comparison_leaves_run_unchanged(tiny_run, tmp_path):
     before = audit.hash_tree(tiny_run)
