@@ -44,7 +44,7 @@ def register(subparsers) -> None:
                    help="audit directory: new, or an interrupted audit of the same run and settings to resume "
                         "(default: <run>-audit-<timestamp>)")
     p.add_argument("--quick", action="store_true",
-                   help="small budget (about 4 min for the demo run on 2 cores; the audit prints its own estimate "
+                   help="small budget (about 2 min for the demo run on 2 idle cores; the audit prints its own estimate "
                         "first): 2 epochs from the run's initial model, 2 shadow models, one DP-SGD condition "
                         "(ε ≈ 8), 300 DP pairs/epoch, short inversions")
     p.add_argument("--shadows", type=int, default=None, help="LiRA shadow models per condition (even, >= 2)")

@@ -160,7 +160,7 @@ class TestHelpAgrees:
     def test_audit_quick_time_is_the_same_in_readme_and_help(self, capsys):
         code, out, _ = run(capsys, "audit", "--help")
         readme = (ROOT / "README.md").read_text()
-        assert "about 4 min" in " ".join(out.split()) and "about 4 min for the demo run" in readme
+        assert "about 2 min" in " ".join(out.split()) and "about 2 min for the demo run" in readme
         assert "1 min 40 s" not in readme
 
 
