@@ -5,7 +5,7 @@
 #
 # Cold (nothing cached) it builds every image, ~10 min on 2 cores (debootstrap 2, stand-ins 1, app image 6:
 # PyPI's CUDA torch); warm it rebuilds only the app image's code layer and reuses the generated institutions.
-# Then 8 federated rounds (3 + 2 + 2 + 1) and the compose stacks' start-ups.
+# Then 9 federated rounds (3 + 2 + 2 + 1 + 1 secure) and the compose stacks' start-ups.
 #
 # 1. Engine: installs Debian's docker.io, docker-compose (1.29) and debootstrap when missing, starts dockerd
 #    unless one already answers (and stops the one it started, always), and puts Docker Compose v2 in a private
@@ -25,7 +25,8 @@
 #    keeps the runs; the run resubmitted on the same run directory resumes from its checkpoint).
 # 4. TLS + SuperNode authentication overlay, with `docker compose` (v2): keys registered with make_certs.py, a
 #    SuperNode with an unregistered key is refused, and the README's `flwr run . fedprint-tls` completes with the
-#    three institutions.
+#    three institutions; then one round with `secure-aggregation=true` (SecAgg+: the server unmasks only the
+#    sum of the three masked updates; e2e_checks.py `secure`).
 # 5. Teardown (trap, also on failure or Ctrl-C): `down -v` of both stacks, logs kept under $E2E_WORK/logs,
 #    dockerd stopped if this script started it.
 #
@@ -455,4 +456,12 @@ status=$(wait_run "$run_id" fedprint-tls 1500)
 [ "$status" = "finished:completed" ] || die "TLS run $run_id ended $status"
 check final "$FEDPRINT_RUNS" demo-affr- "${INSTITUTIONS[@]}"
 say "TLS run $run_id: $status, three institutions aggregated, no problems"
+
+step "secure aggregation round (TLS)"
+# One key turns SecAgg+ on: the ServerApp unmasks only the sum of the three institutions' masked updates.
+run_id=$(submit fedprint-tls "experiment='demo' num-server-rounds=1 min-nodes=3 secure-aggregation=true run-dir='runs/secure'")
+status=$(wait_run "$run_id" fedprint-tls 1500)
+[ "$status" = "finished:completed" ] || die "secure-aggregation run $run_id ended $status"
+check secure "$FEDPRINT_RUNS/secure" "${INSTITUTIONS[@]}"
+say "secure-aggregation run $run_id: $status"
 step "teardown"
