@@ -297,6 +297,36 @@ def common_test_section(rows: list[dict]) -> str:
             "with its own local model. — : FNMR@FMR1% needs at least 100 impostor pairs.\n")
 
 
+def secure_section(run_dir: Path, methods: Sequence[str]) -> str:
+    """"Secure aggregation" of report.md: per secure method, the trust statement of its ``final.json`` and, per
+    round, the clients in the unmasked sum and what the protocol cost (seconds, bytes per client vs plain)."""
+    out = []
+    for m in methods:
+        path = run_dir / m / "final.json"
+        if not path.is_file():
+            continue
+        secure = json.loads(path.read_text()).get("secure_aggregation")
+        if not isinstance(secure, dict):
+            continue
+        rows = [{"round": r["round"], "status": r.get("secagg_status"),
+                 "in sum / cohort": f"{r.get('secagg_in_sum')}/{r.get('secagg_cohort')}",
+                 "dropped": r.get("secagg_dropped"), "k / t": f"{r.get('secagg_shares')}/{r.get('secagg_threshold')}",
+                 "protocol s": f"{r.get('secagg_seconds', float('nan')):.2f}",
+                 "bytes up / client": f"{r.get('secagg_bytes_up_per_client', float('nan')):,.0f}",
+                 "x plain": f"{r['secagg_bytes_up_per_client'] / r['plain_bytes_up_per_client']:.3f}"
+                 if r.get("plain_bytes_up_per_client") else "-",
+                 "bytes down / client": f"{r.get('secagg_bytes_down_per_client', float('nan')):,.0f}"}
+                for r in _rounds(run_dir, m) if "secagg_status" in r]
+        out += [f"### {m}: {secure.get('protocol', 'secure aggregation')}\n",
+                f"- the server sees: {secure.get('server_sees')}",
+                f"- it does not see: {secure.get('server_does_not_see')}",
+                f"- not protected against: {secure.get('not_protected_against')}\n",
+                markdown_table(rows) if rows else "No secure round was logged.\n"]
+    if not out:
+        return ""
+    return "## Secure aggregation: who saw what, and what it cost\n\n" + "\n".join(out) + "\n"
+
+
 def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str],
                  results: Mapping[str, list[dict]], failures: Mapping[str, list[dict]],
                  timings: Mapping[str, float], partitions: list[dict], real: list[dict] | None = None,
@@ -339,6 +369,7 @@ def write_report(run_dir: Path, *, cfg, fed, rounds: int, methods: Sequence[str]
         (f"**Warning: {', '.join(weak)} did not get below {NEAR_CHANCE_EER:.0%} average EER; such models barely "
          "verify, so differences between them are not results.**\n" if weak else ""),
         privacy_section(privacy or {}),
+        secure_section(run_dir, methods),
         internal_heading(privacy or {}),
         "## Clients\n", markdown_table(partitions),
         "## Per-client test accuracy (shape of Yan et al. 2025 Table 3)\n",
