@@ -7,8 +7,11 @@ Per gallery size N (``--sizes``, default 10^4, 10^5, 10^6 enrolled templates):
   resident-memory growth of :func:`~fedprint.recognition.gallery_index.load_index` reading the file (source names
   included), plus the file size and the load time (checksum verified);
 * prefilter latency per probe: :func:`~fedprint.recognition.gallery_index.search` (exact, top 20 identities), one
-  probe per call (what a live query sees; median of ``--single`` probes) and a batch of ``--batch`` probes per call
-  (divided by the batch), wall and CPU (all threads) milliseconds;
+  probe per call (what a live query sees; median of ``--single`` probes) by the blocked path (the previous search:
+  the baseline, measured in the same run), the direct float32 path (the default for up to 8 probes) and the
+  approximate float16 option (its recall against the exact top 20 measured on the batch probes), and a batch of
+  ``--batch`` probes per call (divided by the batch), wall and CPU (all threads) milliseconds; and where one
+  probe's time goes (embedding the probe, the stages of each path);
 * exhaustive minutiae matching per probe: NBIS Bozorth3 (the matcher the shipped model's fusion uses, via
   :mod:`fedprint.data.minutiae_matchers`) of one probe against 10^3 gallery templates, **measured at 10^3 and
   extrapolated linearly** to N (stated in the table); the ratio exhaustive / prefilter;
@@ -97,15 +100,70 @@ def _probes(recs, n_probes: int, seed: int) -> np.ndarray:
 
 
 def _search_cost(index, pe, exclude, true, single: int, batch: int) -> dict:
-    one_w, one_c = [], []
-    for j in range(min(single, len(pe))):
-        _, c, w = _timed(lambda j=j: gi.search(index, pe[j:j + 1], SHORTLIST, exclude=exclude[j:j + 1]))
-        one_w.append(w)
-        one_c.append(c)
+    """Wall / CPU seconds per probe: one probe per call by the blocked path (the previous search, the baseline),
+    the direct float32 path (the default now) and the direct float16 option; a batch per call (auto: blocked)."""
+    out: dict = {}
+    t0 = time.perf_counter()
+    gi.search(index, pe[:1], SHORTLIST, precision="float16")  # makes the float16 copy (kept with the index)
+    out["float16_setup"] = time.perf_counter() - t0
+    for name, kw in (("blocked", {"method": "blocked"}), ("direct", {}), ("float16", {"precision": "float16"})):
+        walls, cpus = [], []
+        for j in range(min(single, len(pe))):
+            _, c, w = _timed(lambda j=j, kw=kw: gi.search(index, pe[j:j + 1], SHORTLIST, exclude=exclude[j:j + 1],
+                                                          **kw))
+            walls.append(w)
+            cpus.append(c)
+        out[f"{name}_wall"], out[f"{name}_cpu"] = float(np.median(walls)), float(np.median(cpus))
     b = min(batch, len(pe))
     found, c, w = _timed(lambda: gi.search(index, pe[:b], SHORTLIST, exclude=exclude[:b], true_codes=true[:b]))
-    return {"single_wall": float(np.median(one_w)), "single_cpu": float(np.mean(one_c)), "batch_wall": w / b,
-            "batch_cpu": c / b, "rank1": float(np.mean(found.ranks == 1)), "probes": b}
+    out.update(batch_wall=w / b, batch_cpu=c / b, rank1=float(np.mean(found.ranks == 1)), probes=b)
+    # the float16 option against the exact direct search, one probe a call, on every probe of the batch; and the
+    # direct float32 path against the blocked one (the same up to float32 rounding of near-ties: sgemv vs sgemm)
+    hit = same1 = agree = 0
+    for j in range(b):
+        one = gi.search(index, pe[j:j + 1], SHORTLIST, exclude=exclude[j:j + 1])
+        half = gi.search(index, pe[j:j + 1], SHORTLIST, exclude=exclude[j:j + 1], precision="float16")
+        hit += len(np.intersect1d(half.codes[0], one.codes[0]))
+        same1 += int(half.codes[0, 0] == one.codes[0, 0])
+        agree += len(np.intersect1d(one.codes[0], found.codes[j]))
+    k = found.codes.shape[1]
+    out.update(float16_recall=hit / (b * k), float16_top1=same1 / b, direct_vs_blocked=agree / (b * k))
+    return out
+
+
+def _profile(model, rec, index, pe, exclude, reps: int = 5) -> dict:
+    """Median wall ms of each stage of one probe's search: embedding the probe (N-independent), the blocked
+    path's stages (matrix product into a fresh array, best impression per identity, running top-k merge) and
+    the direct path's (matrix-vector product into the kept buffer, threshold selection)."""
+    q, starts, ex = pe[:1], index.starts(), exclude[0]
+
+    def med(fn) -> float:
+        return 1e3 * float(np.median([_timed(fn)[2] for _ in range(reps)]))
+
+    s = q @ index.embeddings.T
+    s[0, ex] = -np.inf
+    per = np.maximum.reduceat(s, starts[:-1], axis=1)
+
+    def merge():
+        best_s, best_c = np.full((1, SHORTLIST), -np.inf, np.float32), np.full((1, SHORTLIST), -1)
+        gi._merge_block(best_s, best_c, per, 0, SHORTLIST)
+
+    gi.search(index, q, SHORTLIST)  # allocates the buffer once
+    buf = index._cache["scores"][:1]
+
+    def select():
+        t = gi._threshold(buf[0], gi.DIRECT_AIM * SHORTLIST)
+        rows = gi._passing(buf[0], t)
+        gi._identity_best(index, rows, buf[0][rows], t)
+
+    return {"embed_probe": med(lambda: gi.embed_records(model, [rec])),
+            "blocked_matmul": med(lambda: q @ index.embeddings.T),
+            "blocked_reduceat": med(lambda: np.maximum.reduceat(s, starts[:-1], axis=1)),
+            "blocked_merge": med(merge), "blocked_total": med(lambda: gi.search(index, q, SHORTLIST, exclude=[ex],
+                                                                                method="blocked")),
+            "direct_matvec": med(lambda: np.matmul(index.embeddings, q[0], out=buf[0])),
+            "direct_select": med(select),
+            "direct_total": med(lambda: gi.search(index, q, SHORTLIST, exclude=[ex]))}
 
 
 def _exhaustive(recs, n_templates: int) -> tuple[float, float, list[bytes]]:
@@ -182,23 +240,41 @@ def main(argv: list[str] | None = None) -> int:
             true = np.array([int(np.searchsorted(index.identities, f"real:{recs[k].domain}/{recs[k].identity}"))
                              for k in probe_idx])
             cost = _search_cost(index, pe, exclude, true, args.single, args.batch)
+            prof = _profile(model, recs[probe_idx[0]], index, pe, exclude)
             rows.append({"n": index.count, "arrays": arrays / index.count, "rss": grown / index.count,
                          "file": path.stat().st_size / index.count, "load": load_w, **cost})
-            print(f"  N={index.count}: loaded in {load_w:.1f} s, single probe {1e3 * cost['single_wall']:.1f} ms, "
-                  f"batched {1e3 * cost['batch_wall']:.2f} ms a probe", flush=True)
+            print(f"  N={index.count}: loaded in {load_w:.1f} s; one probe's stages, ms wall (median of 5): "
+                  f"embedding the probe {prof['embed_probe']:.1f}; blocked (before): matrix product "
+                  f"{prof['blocked_matmul']:.1f} + best per identity {prof['blocked_reduceat']:.1f} + top-k merge "
+                  f"{prof['blocked_merge']:.1f}, search {prof['blocked_total']:.1f}; direct (now): matrix-vector "
+                  f"product {prof['direct_matvec']:.1f} + threshold selection {prof['direct_select']:.1f}, search "
+                  f"{prof['direct_total']:.1f}; float16 copy made in {cost['float16_setup']:.2f} s", flush=True)
             path.unlink()
             del index
             gc.collect()
     print(f"\n{'enrolled N':>10s} {'B/finger':>8s} {'RSS B/f':>8s} {'file B/f':>8s} {'load s':>6s} "
-          f"{'1 probe ms':>10s} {'cpu':>6s} {'batch ms/p':>10s} {'cpu':>6s} {'rank-1':>6s} "
-          f"{'exh. NBIS s':>11s} {'x 1 probe':>10s} {'x batch':>8s}")
+          f"{'before ms':>9s} {'cpu':>6s} {'1 probe ms':>10s} {'cpu':>6s} {'x faster':>8s} {'f16 ms':>7s} {'cpu':>6s} "
+          f"{'f16 recall':>10s} {'batch ms/p':>10s} {'cpu':>6s} {'rank-1':>6s} {'exh. NBIS s':>11s} "
+          f"{'x 1 probe':>10s} {'x batch':>8s}")
     for r in rows:
         ex = "" if ex_w is None else f"{ex_w * r['n'] / EXHAUSTIVE_AT:11.1f}"
-        x1 = "" if ex_w is None else f"{ex_w * r['n'] / EXHAUSTIVE_AT / r['single_wall']:10.0f}"
+        x1 = "" if ex_w is None else f"{ex_w * r['n'] / EXHAUSTIVE_AT / r['direct_wall']:10.0f}"
         xb = "" if ex_w is None else f"{ex_w * r['n'] / EXHAUSTIVE_AT / r['batch_wall']:8.0f}"
         print(f"{r['n']:10d} {r['arrays']:8.0f} {r['rss']:8.0f} {r['file']:8.0f} {r['load']:6.1f} "
-              f"{1e3 * r['single_wall']:10.1f} {1e3 * r['single_cpu']:6.1f} {1e3 * r['batch_wall']:10.2f} "
+              f"{1e3 * r['blocked_wall']:9.1f} {1e3 * r['blocked_cpu']:6.1f} {1e3 * r['direct_wall']:10.1f} "
+              f"{1e3 * r['direct_cpu']:6.1f} {r['blocked_wall'] / r['direct_wall']:8.2f} "
+              f"{1e3 * r['float16_wall']:7.1f} {1e3 * r['float16_cpu']:6.1f} {100 * r['float16_recall']:9.2f}% "
+              f"{1e3 * r['batch_wall']:10.2f} "
               f"{1e3 * r['batch_cpu']:6.2f} {100 * r['rank1']:5.1f}% {ex} {x1} {xb}")
+    top1 = ", ".join(f"{100 * r['float16_top1']:.0f} %" for r in rows)
+    agree = ", ".join(f"{100 * r['direct_vs_blocked']:.2f} %" for r in rows)
+    print(f"before: one probe a call by the blocked path (the previous search); 1 probe: the direct float32 path "
+          f"(default, exact); x faster: before / 1 probe; f16: the float16 option (approximate), its recall = share "
+          f"of the exact (direct float32) top {SHORTLIST} identities it returns, one probe a call over the "
+          f"{args.batch} batch probes (top-1 the same: {top1}); overlap of the direct and the blocked "
+          f"float32 top {SHORTLIST} (both exact up to float32 rounding): {agree}. Memory beyond the "
+          f"B/finger arrays: the direct path keeps a 4 B/finger float32 score buffer per probe slot (up to "
+          f"{gi.DIRECT_PROBES}), float16 a 2 B/dimension copy ({2 * real_e.shape[1]} B/finger).")
     print("exh. NBIS: wall s per probe of Bozorth3 against every template, measured at 10^3 and extrapolated "
           "linearly; x: that / the prefilter's wall time (1 probe per call; batched). B/finger: index arrays; RSS "
           "B/f: resident growth of load_index (sources and checksum buffers included); wall ms median over "

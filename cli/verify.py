@@ -344,6 +344,9 @@ def _identify(args: argparse.Namespace) -> int:
     if (args.gallery is None) == (args.index is None):
         raise ValueError("identify: give --gallery DIR (embedded now) or --index FILE (fedprint gallery build), "
                          "one of them")
+    if args.precision != "float32" and args.index is None:
+        raise ValueError(f"--precision {args.precision}: only a search of a gallery index (--index FILE) has a "
+                         "float16 path; --gallery DIR is embedded and searched in float32")
     out = check_new_folder(args.out) if args.out else None
     model, why = _scoring_model(args)
     report: list = []
@@ -372,7 +375,7 @@ def _identify(args: argparse.Namespace) -> int:
         results = identify_index(model, index, probes, top_k=args.top_k, probe_identities_known=known,
                                  threshold=args.threshold, min_quality=args.min_quality, skip_bad=args.skip_bad,
                                  report=report, score=args.score, shortlist=shortlist, timings=timings,
-                                 progress=not args.json)
+                                 progress=not args.json, precision=args.precision)
         facts = {"gallery_images": index.count, "gallery_identities": int(len(index.identities)),
                  "gallery_dpi": sorted({float(x) for x in index.dpi.tolist()}), "index": str(index.path),
                  "probes_without_mate": without_mate(index, results) if known else []}
@@ -601,6 +604,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"{SHORTLIST}; a mate the embedding ranks lower is not re-ranked)")
     i.add_argument("--exhaustive", action="store_true",
                    help="--score minutiae: re-rank every gallery identity (slow: one comparison per gallery print)")
+    i.add_argument("--precision", choices=("float32", "float16"), default="float32",
+                   help="--index: float32 scores, exact (default); float16: half the memory read a probe, the "
+                        "candidates re-scored in float32, approximate (its recall: docs/studies/gallery.md)")
     i.add_argument("--top-k", type=positive_int, default=5, help="gallery identities listed per probe")
     i.add_argument("--show", type=positive_int, default=10, help="probes printed")
     i.add_argument("--json", action="store_true", help="print one JSON object (all probes) instead of text")

@@ -39,11 +39,17 @@ changes a model file's thresholds, not its fingerprint, so a calibrated copy sea
 interrupted ``add`` / ``remove`` leaves the old index.
 
 **Search** is exact, and the same ranking as ``identify --score global``: for unit vectors the Euclidean distance is
-``sqrt(2 - 2 cos)``, so the nearest identity is the one with the largest inner product. :func:`search` computes
-``probes @ embeddings.T`` in blocks of :data:`PROBE_BLOCK` probes and :data:`BLOCK_SCORES` / probes (at least
-:data:`BLOCK_ROWS`) gallery rows, cut at identity boundaries, takes each identity's best impression with
-``np.maximum.reduceat`` and keeps a running top-k; the true identity's rank is counted on the way (no full (P, I)
-array). ``--score minutiae`` re-ranks each probe's shortlist with the stored templates and the model's embedding +
+``sqrt(2 - 2 cos)``, so the nearest identity is the one with the largest inner product. Up to
+:data:`DIRECT_PROBES` probes (a live query), :func:`search` takes the direct path: one BLAS product into a score
+buffer kept with the index (one probe: a matrix-vector product, memory-bound, the whole float32 matrix read once),
+then the rows at or above a threshold estimated from a strided sample, grouped by identity; exact, because an
+identity with no row above the threshold ranks below the k-th found (the threshold is lowered until k identities
+pass). More probes take the blocked path: ``probes @ embeddings.T`` in blocks of :data:`PROBE_BLOCK` probes and
+:data:`BLOCK_SCORES` / probes (at least :data:`BLOCK_ROWS`) gallery rows, cut at identity boundaries, each
+identity's best impression by ``np.maximum.reduceat``, a running top-k (the matrix read once for 128 probes).
+Either counts the true identity's rank on the way (no full (P, I) array). ``precision="float16"`` is an
+approximate option (direct path): float16 scores of a float16 copy, the candidates re-scored in float32.
+``--score minutiae`` re-ranks each probe's shortlist with the stored templates and the model's embedding +
 minutiae fusion, as :func:`fedprint.recognition.identification.identify` does (identities outside the shortlist keep
 their embedding order behind it). Float32 embeddings: distances agree with ``identify``'s float64 ones to ~1e-6.
 ``benchmarks/bench_gallery.py`` measures it at 10^4 to 10^6 enrolled fingers (``docs/studies/gallery.md``).
@@ -70,6 +76,7 @@ import hashlib
 import importlib.metadata
 import io
 import json
+import threading
 import time
 import zipfile
 from collections.abc import Sequence
@@ -99,6 +106,20 @@ BLOCK_ROWS = 1 << 14
 BLOCK_SCORES = 1 << 22
 #: Probes per matrix-product block.
 PROBE_BLOCK = 128
+#: Probes up to which a search takes the direct path: every score at once (a reused (P, N) float32 buffer), then
+#: each probe's top k identities from the rows above a threshold, instead of the blocked running merge.
+DIRECT_PROBES = 8
+#: The direct path's first threshold aims at this many rows per identity kept (x 8 while too few identities).
+DIRECT_AIM = 4
+#: The direct path estimates its threshold from every DIRECT_STRIDE-th score.
+DIRECT_STRIDE = 64
+#: ``--precision``: exact float32 scores, or float16 scores of a float16 copy of the embeddings (half the memory
+#: read) whose candidates are re-scored in float32.
+PRECISIONS = ("float32", "float16")
+#: float16 candidates: rows within this much below the k-th identity's float16 score are re-scored in float32:
+#: twice the worst error of a dot product of two unit vectors both rounded to float16 (2 x 2^-11 ~ 1e-3) when the
+#: sum is accumulated in float32 (a float16 accumulation errs more and could lose a row: recall is measured).
+FLOAT16_MARGIN = 2e-3
 #: Images embedded per progress-bar step.
 EMBED_CHUNK = 256
 #: Matchers whose templates an index stores (as ISO/IEC 19794-2 records).
@@ -654,8 +675,9 @@ def _merge_topk(s: np.ndarray, c: np.ndarray, k: int) -> tuple[np.ndarray, np.nd
 
 
 def search(index: GalleryIndex, queries: np.ndarray, k: int, *, exclude: Sequence[np.ndarray] | None = None,
-           true_codes: np.ndarray | None = None, progress: bool = False) -> SearchResult:
-    """Exact top-``k`` identities of each query by inner product (module docstring: Search).
+           true_codes: np.ndarray | None = None, progress: bool = False, method: str = "auto",
+           precision: str = "float32") -> SearchResult:
+    """Top-``k`` identities of each query by inner product, exact by default (module docstring: Search).
 
     Parameters
     ----------
@@ -671,6 +693,16 @@ def search(index: GalleryIndex, queries: np.ndarray, k: int, *, exclude: Sequenc
         Each probe's true identity code (-1: unknown / not enrolled); its rank is counted.
     progress : bool
         A progress bar over probe blocks.
+    method : {"auto", "direct", "blocked"}
+        ``"direct"``: all ``P x N`` scores at once, then each probe's top ``k`` from the rows above a threshold
+        (:func:`_direct`; one probe: one BLAS matrix-vector product and no (P, I) array); ``"blocked"``: blocks of
+        rows merged into a running top ``k`` (bounded memory for many probes); ``"auto"``: direct up to
+        :data:`DIRECT_PROBES` probes. Both are exact and rank alike (ties: smaller identity code first).
+    precision : {"float32", "float16"}
+        ``"float16"`` (direct path only): scores from a float16 copy of the embeddings (kept with the index, 2 bytes
+        a dimension), the candidates within :data:`FLOAT16_MARGIN` of the k-th re-scored in float32 — the
+        returned similarities are float32 ones, but a row whose float16 error exceeds the margin can be missed,
+        so it is **approximate** (its recall: ``benchmarks/bench_gallery.py``).
 
     Returns
     -------
@@ -679,10 +711,28 @@ def search(index: GalleryIndex, queries: np.ndarray, k: int, *, exclude: Sequenc
     q = np.ascontiguousarray(queries, dtype=np.float32)
     if q.ndim != 2 or q.shape[1] != index.dim:
         raise ValueError(f"{index.name}: probes of dimension {q.shape[1:]} against an index of dimension {index.dim}")
-    n_p, starts, emb = len(q), index.starts(), index.embeddings
+    if method not in ("auto", "direct", "blocked"):
+        raise ValueError(f"search method: expected auto, direct or blocked, got {method!r}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"--precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision != "float32" and method == "blocked":
+        raise ValueError("--precision float16 searches by the direct path only")
+    n_p = len(q)
     k = max(1, min(int(k), len(index.identities)))
     exclude = [np.zeros(0, np.int64)] * n_p if exclude is None else [np.asarray(e, np.int64) for e in exclude]
     true_codes = np.full(n_p, -1) if true_codes is None else np.asarray(true_codes)
+    if method == "direct" or precision != "float32" or (method == "auto" and n_p <= DIRECT_PROBES):
+        out = [_direct(index, q[p0:p0 + DIRECT_PROBES], k, exclude[p0:p0 + DIRECT_PROBES],
+                       true_codes[p0:p0 + DIRECT_PROBES], precision) for p0 in range(0, n_p, DIRECT_PROBES)]
+        return SearchResult(np.concatenate([o.codes for o in out]), np.concatenate([o.sims for o in out]),
+                            np.concatenate([o.ranks for o in out]))
+    return _blocked(index, q, k, exclude, true_codes, progress)
+
+
+def _blocked(index: GalleryIndex, q: np.ndarray, k: int, exclude: list[np.ndarray], true_codes: np.ndarray,
+             progress: bool) -> SearchResult:
+    """:func:`search` by blocks of :data:`PROBE_BLOCK` probes x rows, merged into a running top ``k``."""
+    n_p, starts, emb = len(q), index.starts(), index.embeddings
     codes, sims, ranks = np.full((n_p, k), -1), np.full((n_p, k), -np.inf, np.float32), np.zeros(n_p, np.int64)
     for p0 in tqdm(range(0, n_p, PROBE_BLOCK), desc="search", unit_scale=PROBE_BLOCK,
                    disable=not progress or n_p <= PROBE_BLOCK):
@@ -708,6 +758,123 @@ def search(index: GalleryIndex, queries: np.ndarray, k: int, *, exclude: Sequenc
         sims[p0:p1], codes[p0:p1] = best_s, np.where(np.isfinite(best_s), best_c, -1)
         ranks[p0:p1] = np.where((tc >= 0) & np.isfinite(ts), above + 1, 0)
     return SearchResult(codes, sims, ranks)
+
+
+def _direct(index: GalleryIndex, q: np.ndarray, k: int, exclude: list[np.ndarray], true_codes: np.ndarray,
+            precision: str) -> SearchResult:
+    """:func:`search` of up to :data:`DIRECT_PROBES` probes: all scores at once, then per probe the rows at or above
+    a threshold ``t``.
+
+    ``t`` is first estimated from every :data:`DIRECT_STRIDE`-th score so that about :data:`DIRECT_AIM` ``k`` rows
+    pass (lowered while fewer than ``k`` identities do). Exact for float32: every identity outside the passing
+    rows has all its rows below ``t``, so below the k-th identity among them (ties at ``t`` pass too). float16:
+    the rows within :data:`FLOAT16_MARGIN` below ``t`` pass as well and every passing row is re-scored in
+    float32. The true identity's rank counts the identities with a row above its score (or equal, smaller code)."""
+    n_p = len(q)
+    with _buffer_lock(index):
+        s_all = _scores(index, q, precision)
+        codes, sims = np.full((n_p, k), -1), np.full((n_p, k), -np.inf, np.float32)
+        ranks = np.zeros(n_p, np.int64)
+        for j in range(n_p):
+            s = s_all[j]
+            s[exclude[j]] = -np.inf  # never the probe's own file
+            margin = 0.0 if precision == "float32" else FLOAT16_MARGIN
+            aim = DIRECT_AIM * k
+            while True:
+                t = _threshold(s, aim)
+                rows = _passing(s, t - margin)
+                ids, best = _identity_best(index, rows, _exact(index, q[j], s, rows, precision, exclude[j]), t)
+                if len(ids) >= k or t == -np.inf:
+                    break
+                aim *= 8
+            codes[j, :min(k, len(ids))], sims[j, :min(k, len(ids))] = ids[:k], best[:k]
+            tc = int(true_codes[j])
+            if tc >= 0:
+                ranks[j] = _direct_rank(index, q[j], s, tc, precision, exclude[j], margin)
+    return SearchResult(codes, sims, ranks)
+
+
+def _buffer_lock(index: GalleryIndex):
+    """The lock that guards the index's reused score buffer (one direct search at a time per index object)."""
+    return index._cache.setdefault("lock", threading.Lock())
+
+
+def _scores(index: GalleryIndex, q: np.ndarray, precision: str) -> np.ndarray:
+    """(P, N) float32 scores in a buffer kept with the index (no per-call allocation of N floats a probe): one
+    float32 BLAS product (a matrix-vector one for one probe), or torch's float16 product of the float16 copy."""
+    n_p, n = len(q), index.count
+    buf = index._cache.get("scores")
+    if buf is None or buf.shape[0] < n_p or buf.shape[1] != n:
+        buf = index._cache["scores"] = np.empty((max(n_p, 1), n), np.float32)
+    out = buf[:n_p]
+    if precision == "float32":
+        if n_p == 1:
+            np.matmul(index.embeddings, q[0], out=out[0])
+        else:
+            np.matmul(q, index.embeddings.T, out=out)
+        return out
+    if "float16" not in index._cache:
+        index._cache["float16"] = torch.from_numpy(np.ascontiguousarray(index.embeddings, np.float16))
+    e16, q16 = index._cache["float16"], torch.from_numpy(q.astype(np.float16))
+    half = torch.mv(e16, q16[0])[None, :] if n_p == 1 else torch.mm(q16, e16.T)
+    torch.from_numpy(out).copy_(half)
+    return out
+
+
+def _threshold(s: np.ndarray, aim: int) -> float:
+    """A score with about ``aim`` entries of ``s`` at or above it, from every :data:`DIRECT_STRIDE`-th entry
+    (-inf when ``aim`` is a good part of ``s``: every row)."""
+    n = len(s)
+    if aim * 4 >= n:
+        return -np.inf
+    sample = s[::DIRECT_STRIDE] if n >= 64 * DIRECT_STRIDE else s
+    m = len(sample)
+    want = min(m, max(1, -(-aim * m // n)))
+    return float(np.partition(sample, m - want)[m - want])
+
+
+def _passing(s: np.ndarray, t: float) -> np.ndarray:
+    """Rows whose score is at least ``t`` and finite."""
+    return np.flatnonzero(np.isfinite(s)) if t == -np.inf else np.flatnonzero(s >= t)
+
+
+def _exact(index: GalleryIndex, q: np.ndarray, s: np.ndarray, rows: np.ndarray, precision: str,
+           exclude: np.ndarray) -> np.ndarray:
+    """float32 scores of ``rows``: ``s`` itself, or (float16) the rows re-scored, the probe's own file -inf."""
+    if precision == "float32":
+        return s[rows]
+    out = index.embeddings[rows] @ q
+    out[np.isin(rows, exclude)] = -np.inf
+    return out
+
+
+def _identity_best(index: GalleryIndex, rows: np.ndarray, scores: np.ndarray,
+                   t: float) -> tuple[np.ndarray, np.ndarray]:
+    """The identities of ``rows`` by their best score (ties: smaller code), best first, with those scores; only
+    identities whose best reaches ``t`` (the rows below it, float16's margin, are there for re-scoring)."""
+    c = index.identity_codes[rows]
+    order = np.lexsort((c, -scores))
+    c, scores = c[order], scores[order]
+    first = np.sort(np.unique(c, return_index=True)[1])
+    ids, best = c[first].astype(np.int64), scores[first]
+    keep = best >= t if np.isfinite(t) else np.isfinite(best)
+    return ids[keep], best[keep]
+
+
+def _direct_rank(index: GalleryIndex, q: np.ndarray, s: np.ndarray, tc: int, precision: str, exclude: np.ndarray,
+                 margin: float) -> int:
+    """1-based rank of identity ``tc`` (0: none of its rows is left to match) from the scores ``s``."""
+    starts = index.starts()
+    own = np.arange(starts[tc], starts[tc + 1])
+    ts = _exact(index, q, s, own, precision, exclude)
+    ts = ts[~np.isin(own, exclude)]
+    if not len(ts) or not np.isfinite(ts.max()):
+        return 0
+    ts = float(ts.max())
+    rows = _passing(s, ts - margin)
+    sc, c = _exact(index, q, s, rows, precision, exclude), index.identity_codes[rows]
+    ahead = ((sc > ts) | ((sc == ts) & (c < tc))) & (c != tc)
+    return int(len(np.unique(c[ahead]))) + 1
 
 
 def _true_sims(index: GalleryIndex, qb: np.ndarray, tc: np.ndarray, exclude: Sequence[np.ndarray]) -> np.ndarray:
@@ -772,11 +939,11 @@ def identify_index(model: VerifierModel, index: GalleryIndex, probes: Sequence[F
                    top_k: int = 5, probe_identities_known: bool = True, threshold: float | None = None,
                    min_quality: float = MIN_QUALITY, skip_bad: bool = False, report: list | None = None,
                    score: str = "global", shortlist: int | None = SHORTLIST, timings: dict | None = None,
-                   progress: bool = False) -> list[Identification]:
+                   progress: bool = False, precision: str = "float32") -> list[Identification]:
     """:func:`fedprint.recognition.identification.identify` against an index: the same parameters and results,
     the gallery's embeddings (and templates) read from ``index`` instead of computed. ``score`` is ``"global"``
-    or ``"minutiae"`` (the index holds no feature maps for ``"fused"``). Refuses a model that is not the
-    index's (:func:`check_model`)."""
+    or ``"minutiae"`` (the index holds no feature maps for ``"fused"``); ``precision``: :func:`search`'s (float32
+    exact, float16 approximate). Refuses a model that is not the index's (:func:`check_model`)."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"--top-k: expected an integer >= 1, got {top_k!r}")
     if shortlist is not None and (isinstance(shortlist, bool) or not isinstance(shortlist, int) or shortlist < 1):
@@ -802,7 +969,7 @@ def identify_index(model: VerifierModel, index: GalleryIndex, probes: Sequence[F
     k_short = len(names) if shortlist is None else min(shortlist, len(names))
     t0 = time.perf_counter()
     found = search(index, pe, max(top_k, k_short if score == "minutiae" else 0), exclude=exclude, true_codes=tc,
-                   progress=progress)
+                   progress=progress, precision=precision)
     timings["search_s"] = time.perf_counter() - t0
     if score == "minutiae":
         heads, dists = _rerank(model, index, probes, pe, found, exclude, k_short, timings, progress)

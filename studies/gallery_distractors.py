@@ -22,10 +22,19 @@ Two phases, one command (the first is cached and resumable, so a second run only
    * the rank-1 loss of the shortlist against the exhaustive re-rank (every gallery print compared by NBIS), on
      ``--exhaustive-probes`` probes drawn at random (seed 0; exhaustive matching costs N comparisons a probe).
 
+3. **Shortlist sweep** (``--sweep``, with ``--sweep-only`` the two phases above are skipped but the cached
+   distractors): on the same random probes, every gallery print is compared once by NBIS Bozorth3; rank-1 of the
+   re-rank restricted to the embedding's top ``f`` of the identities (``--sweep-fractions``, and ``--shortlist``
+   identities) is read off those scores, so each shortlist length is exactly what ``identify --index --score
+   minutiae --shortlist K`` ranks first, and its loss against the exhaustive re-rank (f = 100 %) is paired on the
+   same probes. Its cost: the comparisons it makes times the Bozorth3 time per comparison measured in the run.
+
 Every figure is printed with its probe and gallery counts; ``--out`` writes them as JSON.
 
     OMP_NUM_THREADS=1 .venv/bin/python -m studies.gallery_distractors [--distractors 10000] [--minutes 15]
         [--cache runs/gallery-distractors] [--exhaustive-probes 30] [--out docs/studies/gallery_distractors.json]
+    OMP_NUM_THREADS=1 .venv/bin/python -m studies.gallery_distractors --minutes 0 --sweep-only
+        --exhaustive-probes 100 [--sweep-fractions 0.01 0.05 0.1 0.2 0.5]
 """
 
 from __future__ import annotations
@@ -179,6 +188,64 @@ def _exhaustive(model, index, pe, p_tpl, probes, sample: np.ndarray) -> np.ndarr
     return np.array(out)
 
 
+def shortlist_sweep(model, index, pe, p_tpl, probes, sample: np.ndarray, fractions, shortlist: int) -> dict:
+    """Rank-1 of the minutiae re-rank restricted to the embedding's top identities, per shortlist length.
+
+    Each probe of ``sample`` is compared by NBIS with every gallery print once (its own file left out); the
+    shortlist of ``K`` identities is the prefilter's top ``K`` (:func:`gi.search`), re-ranked by the best fused
+    score of each identity's prints, as :func:`gi._rerank` ranks it (ties: prefilter order). ``K`` = every identity
+    is the exhaustive re-rank.
+
+    Returns
+    -------
+    dict
+        ``sizes`` (identities), ``fractions``, ``rank1``, ``mate_in_shortlist``, ``comparisons_per_probe`` (mean
+        gallery prints compared), ``ms_per_comparison`` (Bozorth3, measured here), ``probes``.
+    """
+    from tqdm import tqdm
+
+    from fedprint.recognition.minutiae_fusion import fused_scores, minutiae_fusion_of
+
+    cal, n_id, starts = minutiae_fusion_of(model), len(index.identities), index.starts()
+    sizes = sorted({max(1, min(n_id, int(np.ceil(f * n_id)))) for f in fractions} | {min(shortlist, n_id), n_id})
+    codes = np.array([int(np.searchsorted(index.identities, probes[j].identity)) for j in sample])
+    exclude = [index.rows_of_source(gi.source_name(probes[j])) for j in sample]
+    order = gi.search(index, pe[sample], n_id, exclude=exclude).codes  # the prefilter's full identity order
+    shape = (len(sample), len(sizes))
+    hits, inside, rows_cmp = np.zeros(shape, bool), np.zeros(shape, bool), np.zeros(shape)
+    per_id = np.diff(starts)
+    t_match, pairs = 0.0, 0
+    for a, j in enumerate(tqdm(sample, desc="shortlist sweep (NBIS, every print)")):
+        t0 = time.perf_counter()
+        raw = gi.match_templates(p_tpl[j], [index.template(r) for r in range(index.count)], "nbis")
+        t_match, pairs = t_match + time.perf_counter() - t0, pairs + index.count
+        fused = fused_scores(cal, index.embeddings.astype(np.float64) @ pe[j].astype(np.float64), raw)
+        fused[exclude[a]] = -np.inf
+        best = np.full(n_id, -np.inf)
+        np.maximum.at(best, index.identity_codes, fused)
+        for b, k in enumerate(sizes):
+            short = order[a, :k]
+            short = short[short >= 0]
+            hits[a, b] = short[int(np.argmax(best[short]))] == codes[a]  # first maximum: prefilter order on ties
+            inside[a, b] = codes[a] in short
+            rows_cmp[a, b] = per_id[short].sum() - np.isin(index.identity_codes[exclude[a]], short).sum()
+    return {"probes": int(len(sample)), "gallery_fingers": n_id, "gallery_prints": index.count, "sizes": sizes,
+            "fractions": [k / n_id for k in sizes], "rank1": hits.mean(0).tolist(),
+            "mate_in_shortlist": inside.mean(0).tolist(), "comparisons_per_probe": rows_cmp.mean(0).tolist(),
+            "ms_per_comparison": 1e3 * t_match / max(1, pairs), "rank1_hits": hits.sum(0).tolist()}
+
+
+def _print_sweep(sw: dict) -> None:
+    ex = sw["rank1"][-1]
+    print(f"shortlist sweep, {sw['probes']} probes (seed 0) against {sw['gallery_fingers']} fingers "
+          f"({sw['gallery_prints']} prints), Bozorth3 {sw['ms_per_comparison']:.2f} ms a comparison:")
+    for k, f, r, m, c in zip(sw["sizes"], sw["fractions"], sw["rank1"], sw["mate_in_shortlist"],
+                             sw["comparisons_per_probe"], strict=True):
+        print(f"  top {k:5d} identities ({100 * f:5.1f} %): rank-1 {100 * r:5.1f} %, loss {100 * (ex - r):5.1f} "
+              f"points, mate in shortlist {100 * m:5.1f} %, {c:6.0f} comparisons = "
+              f"{c * sw['ms_per_comparison'] / 1e3:5.2f} s a probe", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--distractors", type=int, default=10_000)
@@ -190,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exhaustive-probes", type=int, default=30)
     ap.add_argument("--max-probes", type=int, default=None, help="at most this many probes (default: all)")
     ap.add_argument("--out", default=None, help="write the figures as JSON here")
+    ap.add_argument("--sweep", action="store_true", help="rank-1 against the shortlist length (docstring: phase 3)")
+    ap.add_argument("--sweep-only", action="store_true", help="the sweep alone (implies --sweep)")
+    ap.add_argument("--sweep-fractions", type=float, nargs="+", default=[0.01, 0.05, 0.1, 0.2, 0.5])
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
     model = load_model(pretrained_path())
@@ -203,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_probes:
         probes = [probes[k] for k in np.random.default_rng(0).permutation(len(probes))[:args.max_probes]]
     print(f"real: {len(gallery)} enrolled fingers, {len(probes)} probes of {sets}", flush=True)
+    sample = np.sort(np.random.default_rng(0).permutation(len(probes))[:args.exhaustive_probes])
+    if args.sweep_only:  # only the sampled probes are embedded and templated
+        probes, sample = [probes[k] for k in sample], np.arange(len(sample))
     g_emb, pe = gi.embed_records(model, gallery), gi.embed_records(model, probes)
     g_iso = gi.extract_templates(gallery, "nbis", progress=True)
     p_tpl = gi.extract_templates(probes, "nbis", progress=True)
@@ -213,7 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     res: dict = {"probes": len(probes), "enrolled_real": len(gallery), "distractors": n_d, "sets": sets,
                  "shortlist": args.shortlist, "synthesis_ms_per_finger": 1e3 * synth_s,
                  "embed_ms_per_finger": 1e3 * embed_s, "nbis_ms_per_finger": 1e3 * extract_s}
-    for name, index in (("without", plain), ("with", crowd)):
+    if args.sweep or args.sweep_only:
+        res["sweep"] = shortlist_sweep(model, crowd, pe, p_tpl, probes, sample, args.sweep_fractions, args.shortlist)
+        _print_sweep(res["sweep"])
+    for name, index in (() if args.sweep_only else (("without", plain), ("with", crowd))):
         m = _searches(model, index, pe, p_tpl, probes, args.shortlist, mated=True)
         non = _searches(model, index, pe, p_tpl, probes, args.shortlist, mated=False)
         fnir_g, fpir_g = _fnir_at_fpir(m["global_top"], m["global_score"], m["true"], non["global_score"])
@@ -233,7 +309,6 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * fnir_g:.1f} % embedding, {100 * fnir_f:.1f} % shortlist ({len(probes)} mated + "
               f"{len(probes)} non-mated searches)", flush=True)
         if name == "with" and args.exhaustive_probes:
-            sample = np.sort(np.random.default_rng(0).permutation(len(probes))[:args.exhaustive_probes])
             ex = _exhaustive(model, index, pe, p_tpl, probes, sample)
             sl = (m["fused_top"] == m["true"])[sample]
             res["exhaustive"] = {"probes": int(len(ex)), "gallery_fingers": len(index.identities),

@@ -61,6 +61,9 @@ def test_build_add_remove_info_and_identify(folders, capsys):
     assert [r["rank"] for r in by_index["results"]] == [r["rank"] for r in by_folder["results"]]
     assert [[t["identity"] for t in r["top"]] for r in by_index["results"]] == \
         [[t["identity"] for t in r["top"]] for r in by_folder["results"]]
+    code, out, err = _run([*searched, "--index", index, "--precision", "float16"], capsys)
+    assert code == 0, err  # approximate, but 12 rows of 16 dimensions rank alike
+    assert [r["rank"] for r in json.loads(out)["results"]] == [r["rank"] for r in by_index["results"]]
 
     code, out, _ = _run(["gallery", "remove", index, "--identity", "toy-004"], capsys)
     assert code == 0 and "removed 2" in out and "10 impressions of 5 identities" in out
@@ -86,6 +89,8 @@ def test_refusals_are_one_line_naming_the_file(folders, capsys):
         (["identify", "--index", index, "--probe", f["probes"], "--model", f["model"], "--score", "minutiae"],
          None),  # the toy model stores no minutiae fusion
         (["identify", "--probe", f["probes"]], "--gallery DIR"),
+        (["identify", "--gallery", f["all"], "--probe", f["probes"], "--model", f["model"], "--precision",
+          "float16"], "--index FILE"),
         (["gallery", "info", f["tmp"] / "absent.fpg"], "absent.fpg"),
     ]
     for argv, needle in cases:

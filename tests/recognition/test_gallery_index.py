@@ -59,18 +59,25 @@ def _random_index(n_ids: int, per: int, dim: int, seed: int) -> gi.GalleryIndex:
     return gi.GalleryIndex(**g, model={"fingerprint": "sha256:x"})
 
 
+@pytest.mark.parametrize("method", ["blocked", "direct"])
 @pytest.mark.parametrize("per", [1, 3])
-def test_search_equals_brute_force_over_blocks(monkeypatch, per):
+def test_search_equals_brute_force_over_blocks(monkeypatch, per, method):
     index = _random_index(300, per, 8, seed=1)
     monkeypatch.setattr(gi, "BLOCK_ROWS", 64)
     monkeypatch.setattr(gi, "BLOCK_SCORES", 64)  # many blocks, cut at identity boundaries
     monkeypatch.setattr(gi, "PROBE_BLOCK", 7)
+    monkeypatch.setattr(gi, "DIRECT_PROBES", 3)  # direct: probe groups of 3 and of 2, then one by one below
     rng = np.random.default_rng(2)
     q = rng.standard_normal((20, 8)).astype(np.float32)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
     exclude = [np.array([k]) for k in range(20)]  # probe k never matches row k
     true = rng.integers(0, 300, 20)
-    found = gi.search(index, q, 10, exclude=exclude, true_codes=true)
+    found = gi.search(index, q, 10, exclude=exclude, true_codes=true, method=method)
+    if method == "direct":  # one probe a call (the matrix-vector product) gives the same
+        one = [gi.search(index, q[j:j + 1], 10, exclude=exclude[j:j + 1], true_codes=true[j:j + 1])
+               for j in range(20)]
+        np.testing.assert_array_equal(np.concatenate([o.codes for o in one]), found.codes)
+        np.testing.assert_array_equal(np.concatenate([o.ranks for o in one]), found.ranks)
     s = q.astype(np.float64) @ index.embeddings.T.astype(np.float64)
     s[np.arange(20), np.arange(20)] = -np.inf
     per = np.full((20, 300), -np.inf)
@@ -80,6 +87,33 @@ def test_search_equals_brute_force_over_blocks(monkeypatch, per):
     np.testing.assert_allclose(found.sims, np.take_along_axis(per, order[:, :10], 1), atol=1e-6)
     want_rank = [1 + int(np.flatnonzero(order[j] == true[j])[0]) for j in range(20)]
     np.testing.assert_array_equal(found.ranks, want_rank)
+
+
+def test_direct_threshold_lowered_until_k_identities_pass(monkeypatch):
+    """Many impressions per identity and a sampled threshold aimed at too few rows: the direct path must lower
+    it (not return fewer than k identities) and still equal the blocked search; float16 finds the same here."""
+    index = _random_index(2000, 6, 16, seed=4)
+    monkeypatch.setattr(gi, "DIRECT_AIM", 1)  # about k rows pass first: fewer than k identities
+    monkeypatch.setattr(gi, "DIRECT_STRIDE", 4)
+    rng = np.random.default_rng(5)
+    q = index.embeddings[rng.choice(index.count, 5)] + 0.3 * rng.standard_normal((5, 16)).astype(np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    true = rng.integers(0, 2000, 5)
+    want = gi.search(index, q, 25, true_codes=true, method="blocked")
+    thresholds, estimate = [], gi._threshold
+    monkeypatch.setattr(gi, "_threshold", lambda s, aim: thresholds.append(aim) or estimate(s, aim))
+    for j in range(5):
+        got = gi.search(index, q[j:j + 1], 25, true_codes=true[j:j + 1])
+        np.testing.assert_array_equal(got.codes[0], want.codes[j])
+        np.testing.assert_array_equal(got.ranks[0], want.ranks[j])
+        assert (got.codes >= 0).all() and len(np.unique(got.codes)) == 25
+        half = gi.search(index, q[j:j + 1], 25, true_codes=true[j:j + 1], precision="float16")
+        np.testing.assert_array_equal(half.codes[0], want.codes[j])
+        np.testing.assert_allclose(half.sims[0], want.sims[j], atol=1e-6)  # re-scored in float32
+        np.testing.assert_array_equal(half.ranks[0], want.ranks[j])
+    assert max(thresholds) > 25  # some probe's first threshold let fewer than 25 identities through
+    with pytest.raises(ValueError, match="direct path only"):
+        gi.search(index, q, 5, method="blocked", precision="float16")
 
 
 def test_index_search_ranks_as_identify_does(toy):
