@@ -13,7 +13,9 @@ is compared with the original and with the unprotected gallery (impression 0 of 
 (b) verification EER against the unprotected gallery — genuine pair = released probe vs its own finger's gallery
     impression, impostor pairs = released probe vs every other finger's gallery impression — and rank-1
     identification accuracy (the best-scoring gallery finger is the probe's own) with a trained Siamese encoder
-    (``checkpoint``) and/or the classical afis matcher (``classical``); "not run" otherwise;
+    (``checkpoint``) and/or the classical afis matcher (``classical``); "not run" otherwise; and, from the same
+    rank-1 decision (the predicted finger of each release, in ``releases.csv``), the macro precision, recall and
+    F1 over fingers (:func:`macro_prf`; the precision / recall / F1-score of the seed papers' classifier tables);
 (c) PSNR / SSIM of the released image vs the original (image mechanisms only).
 
 ε semantics. ``epsilon_unit="absolute"`` (default): each grid value is the ε passed to the mechanism.
@@ -56,12 +58,22 @@ NOT_APPLICABLE = "n/a"
 RESULT_COLUMNS = ["mechanism", "variant", "epsilon", "epsilon_unit", "mean_epsilon", "status", "n_probes",
                   "n_released", "n_refused", "dp", "spent_epsilon", "minutiae_retained", "minutiae_precision",
                   "psnr", "ssim", "eer_siamese", "eer_classical", "rank1_siamese", "rank1_classical",
-                  "minutiae_backend", "above_ceiling"]
+                  "minutiae_backend", "above_ceiling",
+                  # appended (issue 62) so that existing column positions do not move
+                  "macro_precision_siamese", "macro_recall_siamese", "f1_siamese",
+                  "macro_precision_classical", "macro_recall_classical", "f1_classical"]
+RELEASE_COLUMNS = ["mechanism", "variant", "epsilon", "image_epsilon", "identity", "status", "n_minutiae_original",
+                   "n_minutiae_released", "minutiae_retained", "minutiae_precision", "psnr", "ssim", "spent_epsilon",
+                   "predicted_siamese", "predicted_classical"]
 #: Metrics plotted against ε (column, axis label).
 PLOT_METRICS = [("minutiae_retained", "minutiae retained"), ("ssim", "SSIM"), ("psnr", "PSNR (dB)"),
                 ("eer_siamese", "EER (Siamese)"), ("eer_classical", "EER (classical)")]
 EPSILON_UNITS = ("absolute", "mn/256")
-VERIFICATION_COLUMNS = ("eer_siamese", "eer_classical", "rank1_siamese", "rank1_classical")
+MATCHERS = ("siamese", "classical")
+VERIFICATION_COLUMNS = ("eer_siamese", "eer_classical", "rank1_siamese", "rank1_classical",
+                        *(f"{c}_{m}" for m in MATCHERS for c in ("macro_precision", "macro_recall", "f1")))
+#: ``predicted_<matcher>`` of a release whose best score is tied between several gallery fingers (no decision).
+TIE = "(tie)"
 
 
 def split_gallery_probes(records: Sequence[FingerprintRecord], n_images: int | None = None, seed: int | None = None
@@ -126,6 +138,72 @@ def rank1_accuracy(scores: np.ndarray, labels: np.ndarray, higher_is_genuine: bo
     s = np.asarray(scores, float) if higher_is_genuine else -np.asarray(scores, float)
     best = s == s.max(axis=1, keepdims=True)
     return float(np.mean(np.all(~best | (labels == 1), axis=1)))
+
+
+def rank1_predictions(scores: np.ndarray, gallery_ids: Sequence[str], higher_is_genuine: bool) -> list[str | None]:
+    """The rank-1 decision of each probe (row): the identity of its best-scoring gallery entry, or None (no
+    decision) when the best score is shared by entries of more than one identity — the tie rule of
+    :func:`rank1_accuracy`, so a probe's prediction is its own finger exactly when rank-1 counts it a hit."""
+    s = np.asarray(scores, float) if higher_is_genuine else -np.asarray(scores, float)
+    ids = np.asarray(gallery_ids)
+    best = s == s.max(axis=1, keepdims=True)
+    preds: list[str | None] = []
+    for row in best:
+        tied = set(ids[row].tolist())
+        preds.append(tied.pop() if len(tied) == 1 else None)
+    return preds
+
+
+def macro_prf(true_ids: Sequence[str], predicted_ids: Sequence[str | None]) -> tuple[float, float, float]:
+    """Macro precision, recall and F1 over fingers of a rank-1 decision (one-vs-rest per finger, then averaged).
+
+    Classes C are the gallery fingers that have at least one evaluated probe (here: the fingers of the released
+    probes); a gallery finger without a probe is still a candidate — predicting it is a miss of the true finger —
+    but not a class, since its recall would be 0/0. For c in C, with TP_c probes of c predicted c, P̂_c probes
+    predicted c and N_c probes of c:
+
+        precision_c = TP_c / P̂_c,  recall_c = TP_c / N_c,  F1_c = 2·precision_c·recall_c / (precision_c + recall_c)
+
+    and each macro value is the unweighted mean over C. Conventions: a finger never predicted (P̂_c = 0) has
+    precision_c = 0, and F1_c = 0 when precision_c + recall_c = 0 (scikit-learn's ``zero_division=0``). Zero, not
+    1 or "left out", because a never-predicted finger is one the matcher cannot identify at all: leaving it out
+    would let a matcher that collapses onto a few fingers score a high macro precision (predicting one finger for
+    every probe would give 1/|C| instead of 1/|C|²). A tie (``None``) predicts no finger: a miss for the true
+    finger, a false positive for none. With one probe per finger (N_c = 1, :func:`split_gallery_probes`) macro
+    recall equals rank-1 accuracy.
+
+    Macro F1 here is the mean of the per-finger F1_c. Seeds 001 and 004 report an F1 that is the harmonic mean of
+    their (macro) precision and recall, 2·P·R / (P + R) (their tables satisfy it to rounding); that value follows
+    from the two other columns.
+
+    Parameters
+    ----------
+    true_ids : sequence of str
+        Each evaluated probe's finger.
+    predicted_ids : sequence of str or None
+        Its rank-1 decision (:func:`rank1_predictions`).
+
+    Returns
+    -------
+    tuple of float
+        (macro precision, macro recall, macro F1); NaN each when there is no probe.
+    """
+    t = np.asarray(list(true_ids), dtype=object)
+    p = np.asarray([TIE if x is None else x for x in predicted_ids], dtype=object)
+    if t.shape != p.shape:
+        raise ValueError(f"predicted_ids: expected {t.size} predictions, got {p.size}")
+    if t.size == 0:
+        return math.nan, math.nan, math.nan
+    prec, rec, f1 = [], [], []
+    for c in sorted(set(t.tolist())):
+        tp = float(np.sum((t == c) & (p == c)))
+        n_pred = float(np.sum(p == c))
+        pc = tp / n_pred if n_pred else 0.0  # never predicted: precision 0 (docstring)
+        rc = tp / float(np.sum(t == c))
+        prec.append(pc)
+        rec.append(rc)
+        f1.append(2 * pc * rc / (pc + rc) if pc + rc > 0 else 0.0)
+    return float(np.mean(prec)), float(np.mean(rec)), float(np.mean(f1))
 
 
 def image_epsilon(epsilon: float, shape: tuple[int, ...], unit: str) -> float:
@@ -238,23 +316,34 @@ def publish_eval(
     gallery_emb = scorer.embed([g.image for g in gallery], [g.dpi for g in gallery]) if scorer else None
     classical_ctx = _ClassicalMatcher(gallery, progress) if classical else None
 
-    def verification(images: list[np.ndarray | None]) -> dict[str, object]:
-        """EERs and rank-1 accuracies of the released probes (None = refused) against the gallery."""
+    def verification(images: list[np.ndarray | None]) -> tuple[dict[str, object], dict[str, list[str | None]]]:
+        """EERs, rank-1 accuracies and macro P/R/F1 of the released probes (None = refused) against the gallery,
+        and each matcher's predicted finger per probe (None where refused, :data:`TIE` where tied)."""
         keep = [i for i, im in enumerate(images) if im is not None]
         out: dict[str, object] = {c: NOT_RUN for c in VERIFICATION_COLUMNS}
+        preds: dict[str, list[str | None]] = {}
         if not keep:
-            return {c: math.nan for c in VERIFICATION_COLUMNS}
+            return {c: math.nan for c in VERIFICATION_COLUMNS}, preds
         lab = labels[keep]
+        true_ids = [probes[i].identity for i in keep]
+        scored = []
         if scorer is not None:
             emb = scorer.embed([images[i] for i in keep], [probes[i].dpi for i in keep])
-            d = np.linalg.norm(emb[:, None, :] - gallery_emb[None, :, :], axis=2)
-            out["eer_siamese"] = _eer_or_nan(d, lab, higher_is_genuine=False)
-            out["rank1_siamese"] = rank1_accuracy(d, lab, higher_is_genuine=False)
+            scored.append(("siamese", np.linalg.norm(emb[:, None, :] - gallery_emb[None, :, :], axis=2), False))
         if classical_ctx is not None:
-            s = classical_ctx.scores([images[i] for i in keep], [probes[i] for i in keep])
-            out["eer_classical"] = _eer_or_nan(s, lab, higher_is_genuine=True)
-            out["rank1_classical"] = rank1_accuracy(s, lab, higher_is_genuine=True)
-        return out
+            scored.append(("classical", classical_ctx.scores([images[i] for i in keep], [probes[i] for i in keep]),
+                           True))
+        for name, s, higher in scored:
+            out[f"eer_{name}"] = _eer_or_nan(s, lab, higher_is_genuine=higher)
+            out[f"rank1_{name}"] = rank1_accuracy(s, lab, higher_is_genuine=higher)
+            pred = rank1_predictions(s, gallery_ids, higher_is_genuine=higher)
+            (out[f"macro_precision_{name}"], out[f"macro_recall_{name}"],
+             out[f"f1_{name}"]) = macro_prf(true_ids, pred)
+            full: list[str | None] = [None] * len(images)
+            for i, q in zip(keep, pred, strict=True):
+                full[i] = TIE if q is None else q
+            preds[name] = full
+        return out, preds
 
     results: list[dict] = []
     releases: list[dict] = []
@@ -263,7 +352,7 @@ def publish_eval(
                     "mean_epsilon": math.inf, "status": "ok", "n_probes": len(probes), "n_released": len(probes),
                     "n_refused": 0, "dp": "", "spent_epsilon": 0.0, "minutiae_retained": 1.0,
                     "minutiae_precision": 1.0, "psnr": math.inf, "ssim": 1.0,
-                    **verification([p.image for p in probes]), "minutiae_backend": backend, "above_ceiling": ""})
+                    **verification([p.image for p in probes])[0], "minutiae_backend": backend, "above_ceiling": ""})
 
     bar = tqdm(total=len(mechanisms) * len(variants) * len(epsilons) * len(probes), desc="publish-eval releases",
                disable=not progress)
@@ -274,6 +363,7 @@ def publish_eval(
             for eps in epsilons:
                 noise = rng if rng is not None else np.random.default_rng()  # OS entropy unless a test injects one
                 released: list[np.ndarray | None] = []
+                cell_rows: list[dict] = []  # this row's releases.csv rows, in probe order (predictions filled below)
                 retained, precision, psnrs, ssims, spent, reasons, dps, used = [], [], [], [], [], [], [], []
                 above = 0  # releases above the largest meaningful ε (fedprint.privacy.publish.ceiling)
                 for p, m0 in zip(probes, orig_minutiae, strict=True):
@@ -287,7 +377,7 @@ def publish_eval(
                     except ValueError as exc:
                         reasons.append(str(exc))
                         released.append(None)
-                        releases.append({**row, "status": f"refused: {exc}"})
+                        cell_rows.append({**row, "status": f"refused: {exc}"})
                         bar.update()
                         continue
                     statements.setdefault((mech, variant), (e_img, pub.guarantee.statement()))
@@ -307,10 +397,10 @@ def publish_eval(
                         q_psnr, q_ssim = psnr(p.image, pub.image), ssim(p.image, pub.image)
                         psnrs.append(q_psnr)
                         ssims.append(q_ssim)
-                    releases.append({**row, "status": "ok", "n_minutiae_original": len(m0),
-                                     "n_minutiae_released": len(pts), "minutiae_retained": frac,
-                                     "minutiae_precision": prec, "psnr": q_psnr, "ssim": q_ssim,
-                                     "spent_epsilon": pub.spent_epsilon})
+                    cell_rows.append({**row, "status": "ok", "n_minutiae_original": len(m0),
+                                      "n_minutiae_released": len(pts), "minutiae_retained": frac,
+                                      "minutiae_precision": prec, "psnr": q_psnr, "ssim": q_ssim,
+                                      "spent_epsilon": pub.spent_epsilon})
                     bar.update()
                 n_ok = len(probes) - len(reasons)
                 if n_ok == 0:
@@ -321,10 +411,20 @@ def publish_eval(
                     status = "ok"
                 if is_points:
                     ver = {c: NOT_APPLICABLE if n_ok else math.nan for c in VERIFICATION_COLUMNS}
+                    preds = {}
                     q_psnr = q_ssim = NOT_APPLICABLE
                 else:
-                    ver = verification(released)
+                    ver, preds = verification(released)
                     q_psnr, q_ssim = _mean(psnrs), _mean(ssims)
+                for i, r in enumerate(cell_rows):
+                    for name in MATCHERS:
+                        if r["status"] != "ok":
+                            continue  # refused: no release, no prediction (empty cell)
+                        if is_points:
+                            r[f"predicted_{name}"] = NOT_APPLICABLE
+                        else:
+                            r[f"predicted_{name}"] = preds[name][i] if name in preds else NOT_RUN
+                releases.extend(cell_rows)
                 results.append({"mechanism": mech, "variant": variant, "epsilon": eps, "epsilon_unit": epsilon_unit,
                                 "mean_epsilon": _mean(used), "status": status, "n_probes": len(probes),
                                 "n_released": n_ok, "n_refused": len(reasons), "dp": (all(dps) if dps else ""),
@@ -335,9 +435,7 @@ def publish_eval(
 
     path = out / "results.csv"
     _write_csv(path, results, RESULT_COLUMNS)
-    _write_csv(out / "releases.csv", releases,
-               ["mechanism", "variant", "epsilon", "image_epsilon", "identity", "status", "n_minutiae_original",
-                "n_minutiae_released", "minutiae_retained", "minutiae_precision", "psnr", "ssim", "spent_epsilon"])
+    _write_csv(out / "releases.csv", releases, RELEASE_COLUMNS)
     tables = {}
     for v in variants:
         tables[v] = _markdown_table([r for r in results if r["variant"] in (v, "")])
@@ -383,7 +481,8 @@ def _write_csv(path: Path, rows: list[dict], columns: list[str]) -> None:
 
 def _markdown_table(rows: list[dict]) -> str:
     cols = ["mechanism", "epsilon", "dp", "n_released", "minutiae_retained", "minutiae_precision", "psnr", "ssim",
-            "eer_siamese", "eer_classical", "rank1_siamese", "rank1_classical", "above_ceiling", "status"]
+            "eer_siamese", "eer_classical", "rank1_siamese", "rank1_classical", "f1_siamese", "f1_classical",
+            "above_ceiling", "status"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(_fmt(r[c]).replace("|", "/") for c in cols) + " |")
@@ -433,9 +532,12 @@ def _report(results, variants, mechanisms, epsilons, statements, n_probes, n_gal
              f"retained: fraction of the original probe's minutiae matched within {tolerance:g} px. EER "
              f"(Siamese): {'checkpoint ' + str(checkpoint) if checkpoint else NOT_RUN}; "
              f"EER (classical, afis Bozorth3): {'run' if classical else NOT_RUN}. Point-set mechanisms release no "
-             f"image, so PSNR/SSIM/EER are n/a for them.", "",
+             f"image, so PSNR/SSIM/EER are n/a for them. F1: macro F1 over fingers of the rank-1 decision "
+             f"(mean of per-finger F1; a finger never predicted has precision 0; `macro_precision_*`, "
+             f"`macro_recall_*` in results.csv, each release's predicted finger in releases.csv).", "",
              f"Unprotected baseline: EER Siamese {_fmt(base['eer_siamese'])}, EER classical "
-             f"{_fmt(base['eer_classical'])}.", "",
+             f"{_fmt(base['eer_classical'])}, F1 Siamese {_fmt(base['f1_siamese'])}, F1 classical "
+             f"{_fmt(base['f1_classical'])}.", "",
              "`above_ceiling`: how many of a row's releases used an ε above the mechanism's largest meaningful one "
              "(fedprint.privacy.publish.ceiling: its noise is below one grey level, or one grid cell, everywhere). "
              "They are measured here to show the curve's end, but such a release is the input up to rounding and "
@@ -444,7 +546,7 @@ def _report(results, variants, mechanisms, epsilons, statements, n_probes, n_gal
                 if any(r["above_ceiling"] for r in results[1:]) else " None of this benchmark's releases does."),
              "", "## Side by side", ""]
     metrics = [("minutiae_retained", "retained"), ("ssim", "SSIM"), ("eer_siamese", "EER-S"),
-               ("eer_classical", "EER-C"), ("status", "status")]
+               ("eer_classical", "EER-C"), ("f1_siamese", "F1-S"), ("f1_classical", "F1-C"), ("status", "status")]
     head = ["mechanism", "ε"] + [f"{v} {lab}" for v in variants for _, lab in metrics]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for m in mechanisms:

@@ -12,7 +12,17 @@ import pytest
 from fedprint.cli.main import main
 from fedprint.data.synth.generate import finger_records
 from fedprint.data.synth.profiles import get_profile
-from fedprint.privacy.publish_eval import NOT_RUN, image_epsilon, publish_eval, rank1_accuracy, split_gallery_probes
+from fedprint.privacy.publish_eval import (
+    NOT_RUN,
+    RESULT_COLUMNS,
+    TIE,
+    image_epsilon,
+    macro_prf,
+    publish_eval,
+    rank1_accuracy,
+    rank1_predictions,
+    split_gallery_probes,
+)
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +181,71 @@ def test_releases_above_the_meaningful_ceiling_are_counted_and_said(records, tmp
     assert by[2.0]["above_ceiling"] == "0" and by[1e6]["above_ceiling"] == "3"
     report = (tmp_path / "report.md").read_text()
     assert "3 release(s) of this benchmark lie above it" in report and "--allow-large-epsilon" in report
+
+
+# --- macro precision / recall / F1 of the rank-1 decision (issue 62) ----------------------------------------------
+
+def test_macro_prf_hand_made_case():
+    # 4 fingers, one probe each: a->a (hit), b->a (miss), c->c (hit), d->tie (no decision).
+    # precision: a 1/2, b 0 (never predicted), c 1, d 0 (never predicted) -> 0.375
+    # recall: 1, 0, 1, 0 -> 0.5 (= rank-1, one probe per finger); F1: 2/3, 0, 1, 0 -> 5/12
+    p, r, f = macro_prf(["a", "b", "c", "d"], ["a", "a", "c", None])
+    assert (p, r, f) == pytest.approx((0.375, 0.5, 5 / 12))
+    # two probes of one finger, a prediction into a gallery finger with no probe ("z": a candidate, not a class)
+    p, r, f = macro_prf(["a", "a", "b"], ["a", "z", "b"])
+    assert (p, r, f) == pytest.approx((1.0, 0.75, (2 / 3 + 1) / 2))
+    assert macro_prf(["a", "b"], ["a", "b"]) == (1.0, 1.0, 1.0)
+    assert all(np.isnan(macro_prf([], [])))
+    with pytest.raises(ValueError, match="predicted_ids"):
+        macro_prf(["a"], [])
+
+
+def test_rank1_predictions_follow_the_rank1_tie_rule():
+    ids = ["a", "b", "c"]
+    scores = np.array([[0.9, 0.1, 0.0], [0.5, 0.5, 0.0], [0.0, 0.2, 0.7]])
+    pred = rank1_predictions(scores, ids, higher_is_genuine=True)
+    assert pred == ["a", None, "c"]
+    assert rank1_predictions(1 - scores, ids, higher_is_genuine=False) == pred  # distances: lower is better
+    labels = np.eye(3, dtype=int)
+    r1 = rank1_accuracy(scores, labels, higher_is_genuine=True)
+    assert macro_prf(ids, pred)[1] == pytest.approx(r1) == pytest.approx(2 / 3)
+
+
+def test_results_and_releases_have_the_f1_columns(records, tmp_path):
+    """New columns appended after the old ones; with no matcher they are 'not run', point sets 'n/a'; with a model
+    every release carries a predicted finger and macro recall equals rank-1 (one probe per finger)."""
+    torch = pytest.importorskip("torch")
+    from fedprint.models.model_file import model_bytes
+    from fedprint.models.preprocess import InputSpec
+    from fedprint.models.siamese import build_encoder
+
+    new = ["macro_precision_siamese", "macro_recall_siamese", "f1_siamese", "macro_precision_classical",
+           "macro_recall_classical", "f1_classical"]
+    assert RESULT_COLUMNS[-len(new):] == new and RESULT_COLUMNS.index("rank1_classical") == 18
+    path = publish_eval(records, mechanisms=["fip", "pointset"], variants=["sound"], epsilons=[8.0],
+                        out_dir=tmp_path / "plain", progress=False)
+    with open(path, newline="") as fh:
+        assert next(csv.reader(fh)) == RESULT_COLUMNS
+    by = {r["mechanism"]: r for r in _rows(path)}
+    assert all(by["fip"][c] == NOT_RUN for c in new) and all(by["pointset"][c] == "n/a" for c in new)
+    rel = _rows(tmp_path / "plain" / "releases.csv")
+    assert {r["predicted_siamese"] for r in rel if r["mechanism"] == "fip"} == {NOT_RUN}
+
+    torch.manual_seed(0)
+    ckpt = tmp_path / "model.pt"
+    ckpt.write_bytes(model_bytes(build_encoder("compact", 16), encoder_name="compact", embedding_dim=16,
+                                 spec=InputSpec(size=32), threshold=0.5))
+    path = publish_eval(records, mechanisms=["fip"], variants=["sound"], epsilons=[8.0], checkpoint=ckpt,
+                        out_dir=tmp_path / "model", progress=False)
+    gallery = {r.identity for r in records}
+    rel = _rows(tmp_path / "model" / "releases.csv")
+    assert len(rel) == 3 and all(r["predicted_siamese"] in gallery | {TIE} for r in rel)
+    for r in _rows(path):
+        p, rec, f = (float(r[c]) for c in new[:3])
+        assert rec == pytest.approx(float(r["rank1_siamese"]))
+        assert 0 <= p <= 1 and 0 <= f <= 1 and r["f1_classical"] == NOT_RUN
+    fip = next(r for r in _rows(path) if r["mechanism"] == "fip")
+    hits = [r["predicted_siamese"] == r["identity"] for r in rel]
+    assert float(fip["rank1_siamese"]) == pytest.approx(np.mean(hits))
+    assert "F1-S" in (tmp_path / "model" / "report.md").read_text()
+    assert "f1_siamese" in (tmp_path / "model" / "table_sound.md").read_text()
