@@ -25,7 +25,9 @@ What an audit does
 6. **Secure aggregation**: on a run whose ``<method>/final.json`` carries the secure-aggregation statement,
    ``imprint`` also attacks what that server unmasks — the SecAgg+ sum of 3, 5 and 10 clients' updates of the
    tampered model, through the real protocol stages, against every update on its own (the plain run)
-   (:mod:`fedprint.attacks.secure_audit`).
+   (:mod:`fedprint.attacks.secure_audit`); ``inversion`` also runs DLG / IG on the SecAgg+ sum of n clients'
+   FedSGD updates — the gradient of their union batch — against one client's update alone
+   (:mod:`fedprint.attacks.secure_inversion`).
 
 Before it starts, the audit prints its expected duration (:func:`estimate_seconds`, from the run's size and a
 two-step timing of the encoder on this machine); with progress on, every model it trains shows a bar; with
@@ -55,6 +57,9 @@ from fedprint.attacks.audit_report import (
     inversion_section,
     mia_rows,
     run_models_section,
+    secure_inversion_section,
+    secure_inversion_summary_line,
+    secure_mia_paragraph,
     secure_section,
     secure_summary_line,
     summary_section,
@@ -149,6 +154,8 @@ QUICK = AuditSettings(shadow_models=2, epochs=2, input_size=None, max_pairs_per_
 
 #: Name of the audit part that attacks what a secure-aggregation server unmasks.
 SECURE_PART = "imprint: secure aggregate"
+#: Name of the part that runs the optimisation attacks (DLG / IG) on that sum.
+SECURE_INVERSION_PART = "inversion: secure aggregate"
 
 
 def _plan(attacks: Sequence[str], settings: AuditSettings, secure: bool = False) -> list[str]:
@@ -161,6 +168,8 @@ def _plan(attacks: Sequence[str], settings: AuditSettings, secure: bool = False)
         parts += ["inversion: without FP-DFSN", f"inversion: with FP-DFSN β = {settings.fpdfsn_beta:g}"]
     if "imprint" in attacks and secure:
         parts.append(SECURE_PART)
+    if "inversion" in attacks and secure:
+        parts.append(SECURE_INVERSION_PART)
     if "client-dp" in attacks:
         parts.append("client-dp: canaries")
     return parts
@@ -256,6 +265,10 @@ def _images_per_second(info: RunInfo, size: int) -> float:
 
 #: Seconds of the secure-aggregate imprint part (quick, default), measured on a 64 px run on 2 shared cores.
 SECURE_SECONDS = {True: 30.0, False: 300.0}
+#: Seconds of the secure-aggregate inversion part (quick, default). Quick: 56 s measured on the 128 px demo model
+#: (affr, 1 round) on 2 cores under a load that made the Table 5 parts 2.5x slower than INVERSION_SECONDS, so
+#: ~25 s unloaded; default: extrapolated from those timings per attack iteration (not measured).
+SECURE_INVERSION_SECONDS = {True: 25.0, False: 1200.0}
 
 
 def estimate_seconds(info: RunInfo, settings: AuditSettings, attacks: Sequence[str], n_images: int,
@@ -282,6 +295,8 @@ def estimate_seconds(info: RunInfo, settings: AuditSettings, attacks: Sequence[s
             total += 2 * INVERSION_SECONDS[(kind, quick)]
     if secure and "imprint" in attacks:
         total += SECURE_SECONDS[quick]
+    if secure and "inversion" in attacks:
+        total += SECURE_INVERSION_SECONDS[quick]
     return total
 
 
@@ -335,15 +350,14 @@ def _inversion_part(info: RunInfo, out: Path, attacks: Sequence[str], records, b
     return {"model": name, "client": part.name, "result": res}
 
 
-def _secure_imprint_part(info: RunInfo, out: Path, records, quick: bool, progress: bool) -> dict:
-    """The imprint attack on what the server of a secure run unmasks (:mod:`fedprint.attacks.secure_audit`): the
-    SecAgg+ sum of 3, 5 and 10 clients' updates of the tampered global model, against every update on its own
-    (the plain run), scored against the raw prints of the run's institutions."""
-    from fedprint.attacks import secure_audit as sa
+def _secure_inputs(info: RunInfo, records, progress: bool) -> dict:
+    """What both secure-aggregate parts attack: the secure method's global model and, per institution of the run,
+    the raw training prints (β = 0: what secure aggregation alone leaves to the attacker) as network inputs,
+    their training pairs and gray references at network resolution."""
     from fedprint.attacks.recon_metrics import gray_at_input_size
     from fedprint.data.sources import make_partitions
 
-    cfg, fed = info.cfg, info.cfg.federation
+    cfg = info.cfg
     method = next(iter(secure_methods(info.run_dir)))
     name, (net, _) = next(((k, v) for k, v in info.models.items() if k.split(" (round ", 1)[0] == method),
                           next(iter(info.models.items())))
@@ -351,27 +365,66 @@ def _secure_imprint_part(info: RunInfo, out: Path, records, quick: bool, progres
     spec = cfg.model.input_spec()
     on_crops = InputSpec(size=spec.size, crop="full", normalization=spec.normalization)
     images, pairs, grays = [], [], []
-    for part in parts:  # raw prints (β = 0): what secure aggregation alone leaves to the attacker
+    for part in parts:
         client = client_data(cfg, [records[i] for i in part.indices], name=part.name, beta=0.0,
                              client_id=part.client_id, cache=True, progress=progress)
         images.append(client.images)
         pairs.append(client.train_pairs)
         grays.append(gray_at_input_size([prepare(r.image, spec, r.dpi) for r in client.records], on_crops))
+    fed = cfg.federation
+    return {"net": net, "images": images, "pairs": pairs, "grays": grays, "normalization": spec.normalization,
+            "ring": {"clipping_range": fed.secagg_clipping_range, "quantization_range": fed.secagg_quantization_range,
+                     "num_shares": fed.secagg_num_shares, "threshold": fed.secagg_reconstruction_threshold},
+            "header": {"model": name, "method": method, "institutions": [p.name for p in parts],
+                       "lr": cfg.train.lr,
+                       "secagg": {"clipping_range": fed.secagg_clipping_range,
+                                  "quantization_range": fed.secagg_quantization_range,
+                                  "num_shares": fed.secagg_num_shares or "whole cohort",
+                                  "reconstruction_threshold": fed.secagg_reconstruction_threshold or "majority"}}}
+
+
+def _secure_imprint_part(info: RunInfo, out: Path, records, quick: bool, progress: bool) -> dict:
+    """The imprint attack on what the server of a secure run unmasks (:mod:`fedprint.attacks.secure_audit`): the
+    SecAgg+ sum of 3, 5 and 10 clients' updates of the tampered global model, against every update on its own
+    (the plain run), scored against the raw prints of the run's institutions."""
+    from fedprint.attacks import secure_audit as sa
+
+    cfg, inp = info.cfg, _secure_inputs(info, records, progress)
     budget = ({"batch_sizes": (4,), "bins": (64,), "local": (("sgd", 1),)} if quick else
               {"batch_sizes": (4, 16), "bins": (64, 256), "local": (("sgd", 1), ("adam", 4))})
-    res = sa.secure_imprint_audit(net, images, pairs, grays, normalization=spec.normalization, lr=cfg.train.lr,
-                                  clipping_range=fed.secagg_clipping_range,
-                                  quantization_range=fed.secagg_quantization_range,
-                                  num_shares=fed.secagg_num_shares, threshold=fed.secagg_reconstruction_threshold,
+    res = sa.secure_imprint_audit(inp["net"], inp["images"], inp["pairs"], inp["grays"],
+                                  normalization=inp["normalization"], lr=cfg.train.lr, **inp["ring"],
                                   margin=cfg.train.margin, seed=cfg.run.seed, grid_dir=out / "grids_secure",
                                   **budget)
     res["grids"] = [Path(p).relative_to(out).as_posix() for p in res["grids"]]
-    return {"model": name, "method": method, "institutions": [p.name for p in parts], "lr": cfg.train.lr,
-            "secagg": {"clipping_range": fed.secagg_clipping_range,
-                       "quantization_range": fed.secagg_quantization_range,
-                       "num_shares": fed.secagg_num_shares or "whole cohort",
-                       "reconstruction_threshold": fed.secagg_reconstruction_threshold or "majority"},
-            "result": res}
+    return {**inp["header"], "result": res}
+
+
+#: Budgets of the secure-aggregate inversion part: ``--quick`` attacks the sum of 3 clients' single-pair batches
+#: with Inverting Gradients only and one client's gradient alone; the full audit adds 5 clients, DLG, every client
+#: alone and the float64 sum, at Table 5's IG budget (300 iterations) and its quick DLG budget (20 L-BFGS
+#: iterations; DLG's line searches make it the costlier attack).
+SECURE_INVERSION_BUDGET = {
+    True: {"client_counts": (3,), "batch_pairs": 1, "attacks": ("ig",), "plain_clients": 1, "unquantised": False,
+           "ig_iterations": 60, "ig_restarts": 1},
+    False: {"client_counts": (3, 5), "batch_pairs": 1, "attacks": ("dlg", "ig"), "plain_clients": None,
+            "unquantised": True, "dlg_iterations": 20, "ig_iterations": 300, "ig_restarts": 1},
+}
+
+
+def _secure_inversion_part(info: RunInfo, out: Path, records, quick: bool, progress: bool) -> dict:
+    """DLG / IG by an honest-but-curious server on what a secure run unmasks (:mod:`fedprint.attacks.
+    secure_inversion`): the SecAgg+ sum of n clients' FedSGD updates of the run's global model — the gradient of
+    their union batch — against one client's update alone, scored against the raw prints."""
+    from fedprint.attacks import secure_inversion as si
+
+    cfg, inp = info.cfg, _secure_inputs(info, records, progress)
+    res = si.secure_inversion_audit(inp["net"], inp["images"], inp["pairs"], inp["grays"],
+                                    normalization=inp["normalization"], lr=cfg.train.lr, **inp["ring"],
+                                    margin=cfg.train.margin, seed=cfg.run.seed,
+                                    grid_dir=out / "grids_secure_inversion", **SECURE_INVERSION_BUDGET[quick])
+    res["grids"] = [Path(p).relative_to(out).as_posix() for p in res["grids"]]
+    return {**inp["header"], "result": res}
 
 
 # --------------------------------------------------------------------------------------------- reporting
@@ -426,7 +479,8 @@ def _render(info: RunInfo, store: AuditStore, plan: list[str], settings: AuditSe
         if cond:
             write_csv(out / "mia.csv", mia_rows([c["row"] for c in cond], "condition"))
     secure_res = done.get(SECURE_PART)
-    inv = {p[len("inversion: "):]: done[p] for p in plan if p.startswith("inversion: ") and p in done}
+    inv = {p[len("inversion: "):]: done[p] for p in plan
+           if p.startswith("inversion: ") and p != SECURE_INVERSION_PART and p in done}
     if inv:
         first = next(iter(inv.values()))
         results = {label: v["result"] for label, v in inv.items()}
@@ -438,9 +492,18 @@ def _render(info: RunInfo, store: AuditStore, plan: list[str], settings: AuditSe
         write_json(out / "inversion.json", results)
         write_csv(out / "inversion.csv", [{"condition": c, **r} for c, res in results.items() for r in res["rows"]])
     if secure_res is not None:
-        lines.append(secure_section(secure_res, mia_done=run_rows is not None))
+        lines.append(secure_section(secure_res))
         write_json(out / "secure_aggregate.json", secure_res)
         write_csv(out / "secure_aggregate.csv", secure_res["result"]["rows"])
+    secure_inv = done.get(SECURE_INVERSION_PART)
+    if secure_inv is not None:
+        lines.append(secure_inversion_section(secure_inv))
+        write_json(out / "secure_inversion.json", secure_inv)
+        write_csv(out / "secure_inversion.csv", secure_inv["result"]["rows"])
+    secure_parts = [p for p in (secure_res, secure_inv) if p is not None]
+    if secure_parts:  # once, whichever secure part ran: what the MIA rows mean for a secure run
+        in_sum = [r["in_sum"] for p in secure_parts for r in p["result"]["rows"] if r.get("in_sum")]
+        lines.append(secure_mia_paragraph(secure_parts[0]["secagg"], in_sum, run_rows))
     inv_results = {label: v["result"] for label, v in inv.items()}
     client_rows = done["client-dp: canaries"]["rows"] if "client-dp: canaries" in done else None
     summary = summary_section(run_rows, [c["row"] for c in cond], inv_results, client_rows, missing)
@@ -449,6 +512,8 @@ def _render(info: RunInfo, store: AuditStore, plan: list[str], settings: AuditSe
         summary = summary.replace("## Summary\n", f"## Summary\n\n- **not audited: {', '.join(absent)}** — the run "
                                   "lists these methods but holds no model or checkpoint of them "
                                   "(`<method>/checkpoint/`); every verdict below is of the other models only\n", 1)
+    if secure_inv is not None:
+        summary = summary.replace("## Summary\n", "## Summary\n\n" + secure_inversion_summary_line(secure_inv), 1)
     if secure_res is not None:
         summary = summary.replace("## Summary\n", "## Summary\n\n" + secure_summary_line(secure_res), 1)
     lines.insert(header_end, summary)
@@ -549,6 +614,8 @@ def run_audit(run_dir: str | Path, *, attacks: Sequence[str] = ("mia",), out: st
             result = _client_dp_part(info)
         elif name == SECURE_PART:
             result = _secure_imprint_part(info, out_dir, records, quick, progress)
+        elif name == SECURE_INVERSION_PART:
+            result = _secure_inversion_part(info, out_dir, records, quick, progress)
         else:
             beta = 0.0 if name == "inversion: without FP-DFSN" else settings.fpdfsn_beta
             result = _inversion_part(info, out_dir, attacks, records, beta, quick, progress)
