@@ -114,8 +114,10 @@ class SecureAggregation:
         good, keys, bad = [], {}, {}
         for msg in replies:
             node = int(msg.metadata.src_node_id)
-            if msg.has_error() or not msg.has_content():
-                continue  # the strategy's screening records it
+            if msg.has_error() or not msg.has_content():  # the strategy's screening records it; say why here
+                log(WARNING, "secure aggregation: node %d sent no usable train reply: %s", node,
+                    msg.error.reason if msg.has_error() else "no content")
+                continue
             rec = msg.content.config_records.get("secagg")
             pk = (rec.get("pk-c"), rec.get("pk-s")) if isinstance(rec, ConfigRecord) else (None, None)
             if msg.content.array_records:
