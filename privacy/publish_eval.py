@@ -160,7 +160,7 @@ def macro_prf(true_ids: Sequence[str], predicted_ids: Sequence[str | None]) -> t
     Classes C are the gallery fingers that have at least one evaluated probe (here: the fingers of the released
     probes); a gallery finger without a probe is still a candidate — predicting it is a miss of the true finger —
     but not a class, since its recall would be 0/0. For c in C, with TP_c probes of c predicted c, P̂_c probes
-    predicted c and N_c probes of c:
+    predicted c and N_c probes of c::
 
         precision_c = TP_c / P̂_c,  recall_c = TP_c / N_c,  F1_c = 2·precision_c·recall_c / (precision_c + recall_c)
 
@@ -168,7 +168,7 @@ def macro_prf(true_ids: Sequence[str], predicted_ids: Sequence[str | None]) -> t
     precision_c = 0, and F1_c = 0 when precision_c + recall_c = 0 (scikit-learn's ``zero_division=0``). Zero, not
     1 or "left out", because a never-predicted finger is one the matcher cannot identify at all: leaving it out
     would let a matcher that collapses onto a few fingers score a high macro precision (predicting one finger for
-    every probe would give 1/|C| instead of 1/|C|²). A tie (``None``) predicts no finger: a miss for the true
+    every probe would give 1/n instead of 1/n², n = the number of classes). A tie (``None``) predicts no finger: a miss for the true
     finger, a false positive for none. With one probe per finger (N_c = 1, :func:`split_gallery_probes`) macro
     recall equals rank-1 accuracy.
 
