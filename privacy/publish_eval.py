@@ -168,9 +168,9 @@ def macro_prf(true_ids: Sequence[str], predicted_ids: Sequence[str | None]) -> t
     precision_c = 0, and F1_c = 0 when precision_c + recall_c = 0 (scikit-learn's ``zero_division=0``). Zero, not
     1 or "left out", because a never-predicted finger is one the matcher cannot identify at all: leaving it out
     would let a matcher that collapses onto a few fingers score a high macro precision (predicting one finger for
-    every probe would give 1/n instead of 1/n², n = the number of classes). A tie (``None``) predicts no finger: a miss for the true
-    finger, a false positive for none. With one probe per finger (N_c = 1, :func:`split_gallery_probes`) macro
-    recall equals rank-1 accuracy.
+    every probe would give 1/n instead of 1/n², n = the number of classes). A tie (``None``) predicts no finger:
+    a miss for the true finger, a false positive for none. With one probe per finger (N_c = 1,
+    :func:`split_gallery_probes`) macro recall equals rank-1 accuracy.
 
     Macro F1 here is the mean of the per-finger F1_c. Seeds 001 and 004 report an F1 that is the harmonic mean of
     their (macro) precision and recall, 2·P·R / (P + R) (their tables satisfy it to rounding); that value follows
