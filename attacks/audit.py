@@ -351,45 +351,40 @@ def _inversion_part(info: RunInfo, out: Path, attacks: Sequence[str], records, b
 
 
 def _secure_inputs(info: RunInfo, records, progress: bool) -> dict:
-    """What both secure-aggregate parts attack: the secure method's global model and, per institution of the run,
-    the raw training prints (β = 0: what secure aggregation alone leaves to the attacker) as network inputs,
-    their training pairs and gray references at network resolution."""
+    """What both secure-aggregate parts attack (built once per audit): the secure method's global model and, per
+    institution of the run, the raw training prints (β = 0: what secure aggregation alone leaves to the attacker)
+    as network inputs, their training pairs and gray references at network resolution."""
     from fedprint.attacks.recon_metrics import gray_at_input_size
-    from fedprint.data.sources import make_partitions
+    from fedprint.training.experiment_data import build_clients
 
-    cfg = info.cfg
+    cfg, fed = info.cfg, info.cfg.federation
     method = next(iter(secure_methods(info.run_dir)))
     name, (net, _) = next(((k, v) for k, v in info.models.items() if k.split(" (round ", 1)[0] == method),
                           next(iter(info.models.items())))
-    parts = make_partitions(records, cfg.partition, seed=cfg.run.seed, default_beta=cfg.fpdfsn.beta)
     spec = cfg.model.input_spec()
     on_crops = InputSpec(size=spec.size, crop="full", normalization=spec.normalization)
-    images, pairs, grays = [], [], []
-    for part in parts:
-        client = client_data(cfg, [records[i] for i in part.indices], name=part.name, beta=0.0,
-                             client_id=part.client_id, cache=True, progress=progress)
-        images.append(client.images)
-        pairs.append(client.train_pairs)
-        grays.append(gray_at_input_size([prepare(r.image, spec, r.dpi) for r in client.records], on_crops))
-    fed = cfg.federation
-    return {"net": net, "images": images, "pairs": pairs, "grays": grays, "normalization": spec.normalization,
-            "ring": {"clipping_range": fed.secagg_clipping_range, "quantization_range": fed.secagg_quantization_range,
-                     "num_shares": fed.secagg_num_shares, "threshold": fed.secagg_reconstruction_threshold},
-            "header": {"model": name, "method": method, "institutions": [p.name for p in parts],
+    clients = build_clients(cfg, records=records, beta=0.0, cache=True, progress=progress)
+    ring = {"clipping_range": fed.secagg_clipping_range, "quantization_range": fed.secagg_quantization_range,
+            "num_shares": fed.secagg_num_shares, "threshold": fed.secagg_reconstruction_threshold}
+    return {"net": net, "images": [c.images for c in clients], "pairs": [c.train_pairs for c in clients],
+            "grays": [gray_at_input_size([prepare(r.image, spec, r.dpi) for r in c.records], on_crops)
+                      for c in clients],
+            "normalization": spec.normalization, "ring": ring,
+            "header": {"model": name, "method": method, "institutions": [c.name for c in clients],
                        "lr": cfg.train.lr,
-                       "secagg": {"clipping_range": fed.secagg_clipping_range,
-                                  "quantization_range": fed.secagg_quantization_range,
-                                  "num_shares": fed.secagg_num_shares or "whole cohort",
-                                  "reconstruction_threshold": fed.secagg_reconstruction_threshold or "majority"}}}
+                       "secagg": {"clipping_range": ring["clipping_range"],
+                                  "quantization_range": ring["quantization_range"],
+                                  "num_shares": ring["num_shares"] or "whole cohort",
+                                  "reconstruction_threshold": ring["threshold"] or "majority"}}}
 
 
-def _secure_imprint_part(info: RunInfo, out: Path, records, quick: bool, progress: bool) -> dict:
+def _secure_imprint_part(info: RunInfo, out: Path, inp: dict, quick: bool) -> dict:
     """The imprint attack on what the server of a secure run unmasks (:mod:`fedprint.attacks.secure_audit`): the
     SecAgg+ sum of 3, 5 and 10 clients' updates of the tampered global model, against every update on its own
-    (the plain run), scored against the raw prints of the run's institutions."""
+    (the plain run), scored against the raw prints of the run's institutions (``inp``: :func:`_secure_inputs`)."""
     from fedprint.attacks import secure_audit as sa
 
-    cfg, inp = info.cfg, _secure_inputs(info, records, progress)
+    cfg = info.cfg
     budget = ({"batch_sizes": (4,), "bins": (64,), "local": (("sgd", 1),)} if quick else
               {"batch_sizes": (4, 16), "bins": (64, 256), "local": (("sgd", 1), ("adam", 4))})
     res = sa.secure_imprint_audit(inp["net"], inp["images"], inp["pairs"], inp["grays"],
@@ -412,13 +407,13 @@ SECURE_INVERSION_BUDGET = {
 }
 
 
-def _secure_inversion_part(info: RunInfo, out: Path, records, quick: bool, progress: bool) -> dict:
+def _secure_inversion_part(info: RunInfo, out: Path, inp: dict, quick: bool) -> dict:
     """DLG / IG by an honest-but-curious server on what a secure run unmasks (:mod:`fedprint.attacks.
     secure_inversion`): the SecAgg+ sum of n clients' FedSGD updates of the run's global model — the gradient of
     their union batch — against one client's update alone, scored against the raw prints."""
     from fedprint.attacks import secure_inversion as si
 
-    cfg, inp = info.cfg, _secure_inputs(info, records, progress)
+    cfg = info.cfg
     res = si.secure_inversion_audit(inp["net"], inp["images"], inp["pairs"], inp["grays"],
                                     normalization=inp["normalization"], lr=cfg.train.lr, **inp["ring"],
                                     margin=cfg.train.margin, seed=cfg.run.seed,
@@ -588,7 +583,7 @@ def run_audit(run_dir: str | Path, *, attacks: Sequence[str] = ("mia",), out: st
     echo(f"audit of {run_dir.name}: {len(plan)} parts ({len(plan) - len(left)} already done); expected "
          f"duration ~{max(estimate, 1) / 60:.0f} min on this machine (estimate from the run's size). "
          f"Interrupted? The same command with --out {out_dir} resumes.")
-    study = None
+    study = secure_inputs = None
     for name in plan:
         if store.done(name):
             continue
@@ -612,10 +607,11 @@ def run_audit(run_dir: str | Path, *, attacks: Sequence[str] = ("mia",), out: st
             result = {"row": row, "setup": study.setup}
         elif name == "client-dp: canaries":
             result = _client_dp_part(info)
-        elif name == SECURE_PART:
-            result = _secure_imprint_part(info, out_dir, records, quick, progress)
-        elif name == SECURE_INVERSION_PART:
-            result = _secure_inversion_part(info, out_dir, records, quick, progress)
+        elif name in (SECURE_PART, SECURE_INVERSION_PART):
+            if secure_inputs is None:  # one build of the institutions' raw prints for both secure parts
+                secure_inputs = _secure_inputs(info, records, progress)
+            part = _secure_imprint_part if name == SECURE_PART else _secure_inversion_part
+            result = part(info, out_dir, secure_inputs, quick)
         else:
             beta = 0.0 if name == "inversion: without FP-DFSN" else settings.fpdfsn_beta
             result = _inversion_part(info, out_dir, attacks, records, beta, quick, progress)

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from fedprint.config.rundir import markdown_table
+from fedprint.privacy.secure_sum import quantization_step
 
 
 def fmt(v: Any) -> Any:
@@ -337,7 +338,7 @@ def secure_inversion_section(part: dict) -> str:
 def secure_mia_paragraph(secagg: dict, in_sum: list[int], run_rows: list[dict] | None) -> str:
     """Why membership inference needs no secure-aggregate part: the numbers are the run's ring and the measured
     sums, and the run-model rows when ``--attacks mia`` ran."""
-    step = 2 * float(secagg["clipping_range"]) / (int(secagg["quantization_range"]) - 1)
+    step = quantization_step(secagg["clipping_range"], int(secagg["quantization_range"]))
     n = max(in_sum) if in_sum else None
     bound = (f"at most {n} steps, {n * step:.1e}, per coordinate for the {n} clients summed above" if n else
              "at most one step per client and coordinate")

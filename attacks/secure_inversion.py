@@ -62,6 +62,7 @@ from fedprint.attacks import imprint as im
 from fedprint.attacks import recon_metrics as rm
 from fedprint.attacks.inversion import dlg_attack, inverting_gradients_attack, pair_gradients
 from fedprint.attacks.secure_audit import _draw_batches, secagg_sum
+from fedprint.privacy.secure_sum import quantization_step
 
 #: Numbers of clients in the sum the audit attacks (issue 58 §3: 3, and 5 where the budget allows).
 CLIENT_COUNTS = (3, 5)
@@ -128,8 +129,8 @@ def mixtures(rho: np.ndarray, rho_prints: np.ndarray, owner: np.ndarray, used: n
     """
     out = 0
     cross = owner[:, None] != owner[None, :]
+    need = np.maximum(MIXTURE_RHO, rho_prints + MIXTURE_MARGIN)
     for c in np.unique(used):
-        need = np.maximum(MIXTURE_RHO, rho_prints + MIXTURE_MARGIN)
         both = (rho[c][:, None] >= need) & (rho[c][None, :] >= need) & cross
         out += bool(both.any())
     return out
@@ -215,8 +216,7 @@ def secure_inversion_audit(encoder: nn.Module, images: Sequence[torch.Tensor], t
     budget = {"dlg_iterations": int(dlg_iterations), "ig_iterations": int(ig_iterations),
               "ig_restarts": int(ig_restarts)}
     shape = tuple(int(v) for v in images[0].shape[1:])
-    model = encoder
-    was_training = model.training
+    model, was_training = encoder, encoder.training
     rng = np.random.default_rng(seed)
     rows: list[dict] = []
     grids: list[str] = []
@@ -272,7 +272,7 @@ def _one_count(model, images, raw_gray, batches, shape, *, normalization, lr, ri
     xt, owner = torch.cat(true_x), np.array(owner)
     weights = union_weights([len(y) for y in ys])
     deltas = [-lr * flatten(g) for g in grads]
-    float_sum = np.sum([w * d for w, d in zip(weights, deltas, strict=True)], axis=0)
+    float_sum = -lr * flatten(summed_gradient([[t.double() for t in g] for g in grads], weights))  # float64
     t0 = time.perf_counter()
     total, stats = secagg_sum(deltas, list(weights), **ring)
     t_protocol = time.perf_counter() - t0
@@ -328,7 +328,7 @@ def _one_count(model, images, raw_gray, batches, shape, *, normalization, lr, ri
                    "seconds": time.perf_counter() - t0}
             if cond == "secure":
                 row.update(in_sum=stats["in_sum"], sum_cosine=cos, protocol_seconds=t_protocol,
-                           quant_step=2 * ring["clipping_range"] / (ring["quantization_range"] - 1))
+                           quant_step=quantization_step(ring["clipping_range"], ring["quantization_range"]))
             rows.append(row)
             if grid_dir is not None and cond == "secure" and name == attacks[0]:
                 from fedprint.attacks.inversion_audit import save_grid

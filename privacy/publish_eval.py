@@ -417,13 +417,11 @@ def publish_eval(
                     ver, preds = verification(released)
                     q_psnr, q_ssim = _mean(psnrs), _mean(ssims)
                 for i, r in enumerate(cell_rows):
+                    if r["status"] != "ok":
+                        continue  # refused: no release, no prediction (empty cell)
                     for name in MATCHERS:
-                        if r["status"] != "ok":
-                            continue  # refused: no release, no prediction (empty cell)
-                        if is_points:
-                            r[f"predicted_{name}"] = NOT_APPLICABLE
-                        else:
-                            r[f"predicted_{name}"] = preds[name][i] if name in preds else NOT_RUN
+                        r[f"predicted_{name}"] = (NOT_APPLICABLE if is_points else
+                                                  preds[name][i] if name in preds else NOT_RUN)
                 releases.extend(cell_rows)
                 results.append({"mechanism": mech, "variant": variant, "epsilon": eps, "epsilon_unit": epsilon_unit,
                                 "mean_epsilon": _mean(used), "status": status, "n_probes": len(probes),

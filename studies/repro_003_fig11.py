@@ -61,14 +61,12 @@ def score_run(seed_dir: Path, methods: Sequence[str]) -> list[tuple[str, dict[st
     from fedprint.config import load_experiment
     from fedprint.models.model_file import load_model
     from fedprint.training.evaluation import evaluate_on_pairs
-    from fedprint.training.experiment_data import client_data, experiment_partitions
+    from fedprint.training.experiment_data import build_clients
 
     with (seed_dir / "results.csv").open(newline="") as f:
         reported = {(r["method"], r["client"]): float(r["accuracy"]) for r in csv.DictReader(f)}
     cfg, _ = load_experiment(seed_dir / "experiment.toml")
-    records, parts = experiment_partitions(cfg)
-    clients = [client_data(cfg, [records[i] for i in p.indices], name=p.name, beta=0.0, client_id=p.client_id,
-                           cache=False) for p in parts]
+    clients = build_clients(cfg, beta=0.0, cache=False, progress=False)  # the run's splits, raw probes
     out = []
     for m in methods:
         model = seed_dir / m / "model.pt"

@@ -32,6 +32,7 @@ Subsamples (which fingers) are drawn with ``--seed``; FP-DFSN's noise is the mec
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import shlex
@@ -438,13 +439,21 @@ def plot_fig4(res: dict, path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------- Fig. 6
+@functools.lru_cache(maxsize=1)
+def _nfiq2_extractor():
+    """One NBIS extractor computing NFIQ 2 at 500 ppi, made once (not per print)."""
+    import nbis
+
+    return nbis.new_nbis_extractor(nbis.NbisExtractorSettings(
+        min_quality=0.0, get_center=False, check_fingerprint=False, compute_nfiq2=True, ppi=NFIQ2_PPI))
+
+
 def nfiq2_score(image: np.ndarray, dpi: float | None) -> float:
     """NFIQ 2 (nbis-py, NIST's implementation, 0-100) of a gray print; NaN where NFIQ 2 computes no value.
 
     An image not at 500 ppi is first resampled to 500 ppi (bilinear), the resolution NFIQ 2 is defined for.
     """
     import cv2
-    import nbis
 
     res = float(dpi) if dpi else NFIQ2_PPI
     if abs(res - NFIQ2_PPI) > 1e-6:
@@ -452,10 +461,8 @@ def nfiq2_score(image: np.ndarray, dpi: float | None) -> float:
         image = cv2.resize(image, (round(image.shape[1] * f), round(image.shape[0] * f)),
                            interpolation=cv2.INTER_LINEAR)
     png = cv2.imencode(".png", image)[1].tobytes()
-    ex = nbis.new_nbis_extractor(nbis.NbisExtractorSettings(
-        min_quality=0.0, get_center=False, check_fingerprint=False, compute_nfiq2=True, ppi=NFIQ2_PPI))
     try:
-        return float(ex.extract_minutiae(png).quality().score)
+        return float(_nfiq2_extractor().extract_minutiae(png).quality().score)
     except Exception:  # noqa: BLE001 - nbis raises its own error types (Nfiq2ComputeFailed) where it has no value
         return float("nan")
 

@@ -68,7 +68,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import binom
 
-from fedprint.privacy.publish.pointset import choose_k, noisy_group_means, paper_k, reconstruct
+from fedprint.privacy.publish.pointset import _simulated_k, noisy_group_means, paper_k, reconstruct
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "docs" / "studies" / "reproduction"
@@ -199,8 +199,8 @@ def summary(err: np.ndarray) -> dict:
 
 
 def product_k(n: int, epsilon: float) -> int:
-    """The k the product's sound variant uses (choose_k seeded per (n, ε) as ``pointset._simulated_k`` seeds it)."""
-    return choose_k(n, epsilon, np.random.default_rng([n, int(round(epsilon * 1e9))]))
+    """The k the product's sound variant uses (:func:`fedprint.privacy.publish.pointset._simulated_k`)."""
+    return _simulated_k(n, float(epsilon))
 
 
 #: Group sizes tried for the best-k (oracle) point-set curve.
