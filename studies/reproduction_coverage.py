@@ -152,8 +152,9 @@ ROWS: list[tuple[str, str, str, str, str | None]] = [
     ("003", "Fig. 11", IN_SHAPE, "unified confusion matrix of FedAvg and AFFR (step 0.8, as the paper's 11b), every "
      "institution's held-out pairs of the five real sensors x 3 seeds pooled (2,808 genuine, 32,496 impostor pairs; "
      "each seed's model re-scored at its validation threshold, checked against the run's accuracy): FedAvg TP 1,734 "
-     "FN 1,074 FP 671 TN 31,825, AFFR 1,555 / 1,253 / 462 / 32,034 — accuracy 95.1 % vs 95.1 %, AFFR trades "
-     "recall (55.4 vs 61.8 %) for precision (77.1 vs 72.1 %): not the paper's improvement. "
+     "FN 1,074 FP 671 TN 31,825 (FNMR 38.2 % at FMR 2.1 %), AFFR 1,555 / 1,253 / 462 / 32,034 (FNMR 44.6 % at "
+     "FMR 1.4 %): AFFR trades recall for precision, not the paper's improvement (accuracy, the paper's reading, is "
+     "95.1 % for both on this impostor-heavy set and says nothing). "
      "![Fig. 11](reproduction/003_fig11.png) `python -m studies.repro_003_fig11 runs/real_sensors-seeds`",
      "runs/real_sensors-seeds"),
     # ------------------------------------------------------------------ 004 Liu et al. 2021 (SWP)
