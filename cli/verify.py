@@ -344,6 +344,9 @@ def _identify(args: argparse.Namespace) -> int:
     if (args.gallery is None) == (args.index is None):
         raise ValueError("identify: give --gallery DIR (embedded now) or --index FILE (fedprint gallery build), "
                          "one of them")
+    if args.index is None and (args.shortlist_by == "cylinders" or args.pool is not None):
+        raise ValueError("--shortlist-by cylinders / --pool: only a gallery index (--index FILE) holds the minutiae "
+                         "templates the cylinder code is computed from; --gallery DIR shortlists by the embedding")
     if args.precision != "float32" and args.index is None:
         raise ValueError(f"--precision {args.precision}: only a search of a gallery index (--index FILE) has a "
                          "float16 path; --gallery DIR is embedded and searched in float32")
@@ -375,7 +378,8 @@ def _identify(args: argparse.Namespace) -> int:
         results = identify_index(model, index, probes, top_k=args.top_k, probe_identities_known=known,
                                  threshold=args.threshold, min_quality=args.min_quality, skip_bad=args.skip_bad,
                                  report=report, score=args.score, shortlist=shortlist, timings=timings,
-                                 progress=not args.json, precision=args.precision)
+                                 progress=not args.json, precision=args.precision,
+                                 shortlist_by=args.shortlist_by or "cylinders", pool=args.pool)
         facts = {"gallery_images": index.count, "gallery_identities": int(len(index.identities)),
                  "gallery_dpi": sorted({float(x) for x in index.dpi.tolist()}), "index": str(index.path),
                  "probes_without_mate": without_mate(index, results) if known else []}
@@ -400,6 +404,8 @@ def _identify(args: argparse.Namespace) -> int:
                "threshold_source": _threshold_note(model, args.threshold, args.score) if t is not None else None,
                "min_quality": args.min_quality,
                "probe_dpi": probe_dpi, "shortlist": (shortlist if args.score == "minutiae" else None),
+               "shortlist_by": ((args.shortlist_by or ("cylinders" if args.index else "embedding"))
+                                if args.score == "minutiae" and shortlist is not None else None),
                "seconds": {k: round(v, 3) for k, v in timings.items() if k.endswith("_s")},
                "not_enrolled": sum(r.candidate is None for r in results) if t is not None
                else None, "skipped": [{"path": str(p), "reason": r} for p, r in report]}
@@ -602,6 +608,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--shortlist", type=positive_int, default=SHORTLIST,
                    help=f"--score minutiae: gallery identities the minutiae matcher re-ranks per probe (default "
                         f"{SHORTLIST}; a mate the embedding ranks lower is not re-ranked)")
+    i.add_argument("--shortlist-by", choices=("cylinders", "embedding"), default=None,
+                   help="--index, --score minutiae: what picks the shortlist: cylinders (default), the Minutia "
+                        "Cylinder-Code of the stored templates scored against every enrolled print (~0.1 ms a "
+                        "print on 2 cores; on the shared real sets it holds 94 %% of the mates in 20 identities, "
+                        "the embedding 71 %%), or embedding, the embedding's nearest (--gallery DIR: always)")
+    i.add_argument("--pool", type=positive_int, default=None,
+                   help="--shortlist-by cylinders: score only the prints of the embedding's nearest POOL identities "
+                        "(default: every one; for galleries too large to score whole)")
     i.add_argument("--exhaustive", action="store_true",
                    help="--score minutiae: re-rank every gallery identity (slow: one comparison per gallery print)")
     i.add_argument("--precision", choices=("float32", "float16"), default="float32",

@@ -99,12 +99,29 @@ def nbis_minutiae(image: np.ndarray, dpi: float = 500.0):
     return _nbis_extractor(float(dpi)).extract_minutiae(png.tobytes())
 
 
-def _nbis(image: np.ndarray, dpi: float) -> np.ndarray:
+def _nbis_table(found) -> np.ndarray:
+    """An ``nbis.Minutiae`` as a minutiae table (angles mirrored to image axes)."""
     import nbis
 
     kinds = {nbis.MinutiaKind.RIDGE_ENDING: ENDING, nbis.MinutiaKind.BIFURCATION: BIFURCATION}
-    return _table([(m.x(), m.y(), -np.deg2rad(m.angle()), kinds[m.kind()], m.reliability())
-                   for m in nbis_minutiae(image, dpi).get()])
+    return _table([(m.x(), m.y(), -np.deg2rad(m.angle()), kinds[m.kind()], m.reliability()) for m in found.get()])
+
+
+def _nbis(image: np.ndarray, dpi: float) -> np.ndarray:
+    return _nbis_table(nbis_minutiae(image, dpi))
+
+
+def iso_minutiae(record: bytes) -> np.ndarray:
+    """The minutiae table of an ISO/IEC 19794-2:2005 record as NBIS writes it (``Minutiae.to_iso_19794_2_2005``);
+    pixel coordinates of the image it was extracted from. A record NBIS cannot read back (MINDTCT found no
+    minutia) gives an empty table."""
+    import nbis
+
+    try:
+        found = _nbis_extractor(500.0).load_iso_19794_2_2005(record)  # reading does not depend on the resolution
+    except nbis.NbisError:
+        return _table([])
+    return _nbis_table(found)
 
 
 @functools.lru_cache(maxsize=1)

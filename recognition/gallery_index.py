@@ -124,6 +124,10 @@ FLOAT16_MARGIN = 2e-3
 EMBED_CHUNK = 256
 #: Matchers whose templates an index stores (as ISO/IEC 19794-2 records).
 TEMPLATE_MATCHERS = ("nbis",)
+#: ``--shortlist-by``: what picks the identities ``--score minutiae`` re-ranks: the Minutia Cylinder-Code score of
+#: the stored templates (:mod:`fedprint.recognition.cylinders`, every enrolled print or the embedding's ``--pool``),
+#: or the embedding.
+SHORTLIST_BY = ("cylinders", "embedding")
 _ARRAYS = ("embeddings", "identity_codes", "dpi", "quality", "minutiae_offsets")
 _TEXTS = ("identities", "sources")
 
@@ -894,34 +898,89 @@ def distances(sims: np.ndarray) -> np.ndarray:
     return np.sqrt(np.clip(2.0 - 2.0 * np.asarray(sims, np.float64), 0.0, None))
 
 
-def _rerank(model: VerifierModel, index: GalleryIndex, probes: Sequence[FingerprintRecord], pe: np.ndarray,
-            found: SearchResult, exclude: Sequence[np.ndarray], k: int, timings: dict, progress: bool,
-            probe_templates: Sequence[bytes] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per probe, its first ``k`` identities re-ranked by the embedding + minutiae fusion: (codes, -fused).
-    ``probe_templates``: the probes' templates when already extracted."""
-    from fedprint.recognition.minutiae_fusion import fused_scores, matcher_of, minutiae_fusion_of
+def _check_templates(model: VerifierModel, index: GalleryIndex) -> None:
+    """``--score minutiae`` needs the index's templates, made with the matcher the model's fusion was fitted to."""
+    from fedprint.recognition.minutiae_fusion import matcher_of, minutiae_fusion_of
 
-    cal = minutiae_fusion_of(model)
-    matcher = matcher_of(cal)
     if index.matcher is None:
         raise ValueError(f"{index.name}: holds no minutiae templates for --score minutiae; build the index with "
                          "--minutiae nbis, or search with --score global")
+    matcher = matcher_of(minutiae_fusion_of(model))
     if matcher != index.matcher:
         raise ValueError(f"{index.name}: holds {index.matcher} templates, the model's minutiae fusion was "
                          f"calibrated with the {matcher} matcher")
-    t0 = time.perf_counter()
-    ptpl = list(probe_templates) if probe_templates is not None else extract_templates(probes, matcher,
-                                                                                       progress=progress)
-    timings["minutiae_extract_s"] = time.perf_counter() - t0
+
+
+def index_cylinders(index: GalleryIndex, *, progress: bool = False):
+    """The Minutia Cylinder-Code of every stored template (:func:`fedprint.recognition.cylinders.stack`, rows in
+    index order), computed from the ISO records on first use (~6 ms a print here) and kept with the index in
+    memory."""
+    from fedprint.data.minutiae_backends import iso_minutiae
+    from fedprint.recognition import cylinders as cy
+
+    if index.matcher is None:
+        raise ValueError(f"{index.name}: holds no minutiae templates for --shortlist-by cylinders; build the index "
+                         "with --minutiae nbis, or use --shortlist-by embedding")
+    if "cylinders" not in index._cache:
+        rows = tqdm(range(index.count), desc="cylinder codes", disable=not progress or index.count < 500)
+        index._cache["cylinders"] = cy.stack([cy.cylinders(iso_minutiae(index.template(r)), dpi=float(index.dpi[r]))
+                                              for r in rows])
+    return index._cache["cylinders"]
+
+
+def cylinder_shortlists(index: GalleryIndex, probes: Sequence[FingerprintRecord], probe_templates: Sequence[bytes],
+                        exclude: Sequence[np.ndarray], k: int, *, pool: np.ndarray | None = None,
+                        true_codes: np.ndarray | None = None, progress: bool = False
+                        ) -> tuple[list[np.ndarray], np.ndarray]:
+    """Per probe, the ``k`` identities whose best print scores highest by the cylinder code (LSS,
+    :func:`fedprint.recognition.cylinders.lss_scores`), the probe's own files left out; ``pool`` (P, M) identity
+    codes (-1 padding): only those identities' prints are scored (the embedding's top M), else every print.
+    Returns the shortlists and, with ``true_codes``, the rank of the true identity in that order (0 where it is
+    not scored: unknown, left out, or outside the pool)."""
+    from fedprint.data.minutiae_backends import iso_minutiae
+    from fedprint.recognition import cylinders as cy
+
+    cg, starts = index_cylinders(index, progress=progress), index.starts()
+    n_id, out = len(index.identities), []
+    ranks = np.zeros(len(probes), np.int64)
+    for j in tqdm(range(len(probes)), desc="cylinder shortlist", disable=not progress or len(probes) < 2):
+        pc = cy.cylinders(iso_minutiae(probe_templates[j]), dpi=float(probes[j].dpi or 500.0))  # as extracted
+        if pool is None:
+            rows = np.arange(index.count)
+        else:
+            ids = pool[j][pool[j] >= 0]
+            rows = np.concatenate([np.arange(starts[c], starts[c + 1]) for c in ids]) if len(ids) else \
+                np.zeros(0, np.int64)
+        score = cy.lss_scores(pc, cg if pool is None else cy.take(cg, rows))
+        score[np.isin(rows, exclude[j])] = -np.inf
+        best = np.full(n_id, -np.inf)
+        np.maximum.at(best, index.identity_codes[rows], score)
+        order = np.argsort(-best, kind="stable")
+        order = order[np.isfinite(best[order])]
+        out.append(order[:k])
+        if true_codes is not None and true_codes[j] >= 0:
+            at = np.flatnonzero(order == true_codes[j])
+            ranks[j] = int(at[0]) + 1 if len(at) else 0
+    return out, ranks
+
+
+def _rerank(model: VerifierModel, index: GalleryIndex, probes: Sequence[FingerprintRecord], pe: np.ndarray,
+            shortlists: Sequence[np.ndarray], exclude: Sequence[np.ndarray], timings: dict, progress: bool,
+            probe_templates: Sequence[bytes]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per probe, its shortlisted identities re-ranked by the embedding + minutiae fusion: (codes, -fused)."""
+    from fedprint.recognition.minutiae_fusion import fused_scores, minutiae_fusion_of
+
+    cal = minutiae_fusion_of(model)
+    matcher = index.matcher
     t0, pairs, starts = time.perf_counter(), 0, index.starts()
     out_c, out_d = [], []
     for j in tqdm(range(len(probes)), desc="minutiae re-rank", disable=not progress or len(probes) < 2):
-        short = found.codes[j, :k]
+        short = np.asarray(shortlists[j])
         short = short[short >= 0]
         rows = np.concatenate([np.arange(starts[c], starts[c + 1]) for c in short]) if len(short) else \
             np.zeros(0, np.int64)
         rows = np.setdiff1d(rows, exclude[j])
-        raw = match_templates(ptpl[j], [index.template(r) for r in rows], matcher)
+        raw = match_templates(probe_templates[j], [index.template(r) for r in rows], matcher)
         pairs += len(rows)
         fused = fused_scores(cal, index.embeddings[rows].astype(np.float64) @ pe[j].astype(np.float64), raw)
         best = np.full(len(index.identities), -np.inf)
@@ -939,21 +998,35 @@ def identify_index(model: VerifierModel, index: GalleryIndex, probes: Sequence[F
                    top_k: int = 5, probe_identities_known: bool = True, threshold: float | None = None,
                    min_quality: float = MIN_QUALITY, skip_bad: bool = False, report: list | None = None,
                    score: str = "global", shortlist: int | None = SHORTLIST, timings: dict | None = None,
-                   progress: bool = False, precision: str = "float32") -> list[Identification]:
+                   progress: bool = False, precision: str = "float32", shortlist_by: str = "cylinders",
+                   pool: int | None = None) -> list[Identification]:
     """:func:`fedprint.recognition.identification.identify` against an index: the same parameters and results,
     the gallery's embeddings (and templates) read from ``index`` instead of computed. ``score`` is ``"global"``
     or ``"minutiae"`` (the index holds no feature maps for ``"fused"``); ``precision``: :func:`search`'s (float32
-    exact, float16 approximate). Refuses a model that is not the index's (:func:`check_model`)."""
+    exact, float16 approximate). Refuses a model that is not the index's (:func:`check_model`).
+
+    ``score="minutiae"`` re-ranks a shortlist of ``shortlist`` identities by the embedding + minutiae fusion;
+    ``shortlist_by`` picks it: ``"cylinders"`` (default), the identities whose prints score highest by the
+    Minutia Cylinder-Code of the stored templates (:func:`cylinder_shortlists`; all prints, or those of the
+    embedding's top ``pool`` identities), or ``"embedding"``, the embedding's nearest. An identity outside the
+    shortlist keeps that order behind it (its rank is the shortlisting order's; outside the pool, the embedding's).
+    ``shortlist=None`` re-ranks every identity (no shortlist to pick)."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"--top-k: expected an integer >= 1, got {top_k!r}")
     if shortlist is not None and (isinstance(shortlist, bool) or not isinstance(shortlist, int) or shortlist < 1):
         raise ValueError(f"--shortlist: expected an integer >= 1, got {shortlist!r}")
+    if shortlist_by not in SHORTLIST_BY:
+        raise ValueError(f"--shortlist-by: expected one of {', '.join(SHORTLIST_BY)}, got {shortlist_by!r}")
+    if pool is not None and (isinstance(pool, bool) or not isinstance(pool, int) or pool < 1):
+        raise ValueError(f"--pool: expected an integer >= 1, got {pool!r}")
     if score not in ("global", "minutiae"):
         raise ValueError(f"--score {score}: a gallery index holds embeddings (and minutiae templates), not the "
                          "feature maps the fused score needs; use --score global or minutiae, or --gallery DIR")
     check_model(index, model)
     if index.count == 0:
         raise ValueError(f"{index.name}: the index is empty")
+    if score == "minutiae":
+        _check_templates(model, index)
     timings = {} if timings is None else timings
     t = decision_threshold(model, threshold, score)
     probes, pq = quality_gate(probes, min_quality, skip_bad=skip_bad, report=report)
@@ -967,12 +1040,27 @@ def identify_index(model: VerifierModel, index: GalleryIndex, probes: Sequence[F
     true = [p.identity if probe_identities_known else None for p in probes]
     tc = np.array([int(np.searchsorted(names, x)) if x is not None and x in set_of(index) else -1 for x in true])
     k_short = len(names) if shortlist is None else min(shortlist, len(names))
+    by_cyl = score == "minutiae" and shortlist_by == "cylinders" and k_short < len(names)
+    n_pool = None if not by_cyl or pool is None or pool >= len(names) else max(pool, k_short)
+    need = (n_pool or 0) if by_cyl else (k_short if score == "minutiae" else 0)
     t0 = time.perf_counter()
-    found = search(index, pe, max(top_k, k_short if score == "minutiae" else 0), exclude=exclude, true_codes=tc,
-                   progress=progress, precision=precision)
+    found = search(index, pe, max(top_k, need), exclude=exclude, true_codes=tc, progress=progress,
+                   precision=precision)
     timings["search_s"] = time.perf_counter() - t0
+    pre_ranks = found.ranks
     if score == "minutiae":
-        heads, dists = _rerank(model, index, probes, pe, found, exclude, k_short, timings, progress)
+        t0 = time.perf_counter()
+        ptpl = extract_templates(probes, index.matcher, progress=progress)
+        timings["minutiae_extract_s"] = time.perf_counter() - t0
+        if by_cyl:
+            t0 = time.perf_counter()
+            shortlists, pre_ranks = cylinder_shortlists(
+                index, probes, ptpl, exclude, k_short, pool=None if n_pool is None else found.codes[:, :n_pool],
+                true_codes=tc, progress=progress)
+            timings["cylinders_s"] = time.perf_counter() - t0
+        else:
+            shortlists = [c[:k_short] for c in found.codes]
+        heads, dists = _rerank(model, index, probes, pe, shortlists, exclude, timings, progress, ptpl)
         listed = min(top_k, k_short)
     else:
         heads = [c[c >= 0] for c in found.codes]
@@ -980,8 +1068,8 @@ def identify_index(model: VerifierModel, index: GalleryIndex, probes: Sequence[F
         listed = top_k
     out = []
     for j, p in enumerate(probes):
-        rank = int(found.ranks[j]) or None
-        if score == "minutiae" and rank is not None and rank <= k_short:
+        rank = int(pre_ranks[j]) or int(found.ranks[j]) or None  # outside a cylinder pool: the embedding's
+        if score == "minutiae" and pre_ranks[j] and rank <= k_short:
             at = np.flatnonzero(heads[j] == tc[j])
             rank = int(at[0]) + 1 if len(at) else rank
         ranked = [(str(names[c]), float(d)) for c, d in zip(heads[j][:listed], dists[j][:listed], strict=True)]

@@ -13,8 +13,9 @@ Two phases, one command (the first is cached and resumable, so a second run only
    Reported:
 
    * closed-set rank-1 by the embedding alone (``--score global``) and by the shortlist re-rank (``--score
-     minutiae``, the top ``--shortlist`` identities re-ranked by the embedding + NBIS fusion the model file stores),
-     with and without distractors;
+     minutiae``, the top ``--shortlist`` identities by ``--shortlist-by``, the Minutia Cylinder-Code of the
+     templates (default) or the embedding, re-ranked by the embedding + NBIS fusion the model file stores), with
+     and without distractors;
    * open set, FNIR at FPIR 1 %: every probe is searched twice, once with its mate enrolled (a mated search) and once
      with every print of its finger left out (a non-mated search); the threshold is the score the top candidate of
      1 % of the non-mated searches reaches, and FNIR is the share of mated searches whose mate is not the top
@@ -23,11 +24,12 @@ Two phases, one command (the first is cached and resumable, so a second run only
      ``--exhaustive-probes`` probes drawn at random (seed 0; exhaustive matching costs N comparisons a probe).
 
 3. **Shortlist sweep** (``--sweep``, with ``--sweep-only`` the two phases above are skipped but the cached
-   distractors): on the same random probes, every gallery print is compared once by NBIS Bozorth3; rank-1 of the
-   re-rank restricted to the embedding's top ``f`` of the identities (``--sweep-fractions``, and ``--shortlist``
-   identities) is read off those scores, so each shortlist length is exactly what ``identify --index --score
-   minutiae --shortlist K`` ranks first, and its loss against the exhaustive re-rank (f = 100 %) is paired on the
-   same probes. Its cost: the comparisons it makes times the Bozorth3 time per comparison measured in the run.
+   distractors): on the same random probes, every gallery print is compared once by NBIS Bozorth3 (``--jobs``
+   processes); rank-1 of the re-rank restricted to the top ``f`` of the identities (``--sweep-fractions``, and
+   ``--shortlist`` identities) by the embedding's order and by the cylinder code's is read off those scores, so each
+   shortlist length is exactly what ``identify --index --score minutiae --shortlist K --shortlist-by ...`` ranks
+   first, and its loss against the exhaustive re-rank (f = 100 %) is paired on the same probes. Its cost: the
+   comparisons it makes times the Bozorth3 time per comparison measured in the run.
 
 Every figure is printed with its probe and gallery counts; ``--out`` writes them as JSON.
 
@@ -137,26 +139,35 @@ def real_split(min_quality: float) -> tuple[list, list, str]:
     return gallery, probes, f"{', '.join(names)} ({real_root()})"
 
 
-def _index(model, g_emb, g_ids, g_src, g_iso) -> gi.GalleryIndex:
-    g = gi._grouped(g_emb, g_ids, g_src, np.full(len(g_ids), 500.0), np.ones(len(g_ids)), g_iso)
+def _index(model, g_emb, g_ids, g_src, g_iso, g_dpi) -> gi.GalleryIndex:
+    g = gi._grouped(g_emb, g_ids, g_src, np.asarray(g_dpi, np.float64), np.ones(len(g_ids)), g_iso)
     return gi.GalleryIndex(**g, model=gi._model_record(model), matcher="nbis")
 
 
-def _searches(model, index, pe, p_tpl, probes, shortlist: int, *, mated: bool) -> dict:
-    """Top-1 identity and score of each probe by the embedding and by the shortlist re-rank; ``mated`` False: every
-    row of the probe's finger is left out (a non-mated search)."""
+def _shortlists(index, probes, pe, p_tpl, exclude, k: int, by: str, codes=None) -> tuple[list, np.ndarray]:
+    """The ``k`` identities each probe's re-rank gets, picked by ``by`` (``identify_index``'s ``shortlist_by``), and
+    the true identity's rank in that order (with ``codes``)."""
+    if by == "cylinders":
+        return gi.cylinder_shortlists(index, probes, p_tpl, exclude, k, true_codes=codes, progress=True)
+    found = gi.search(index, pe, k, exclude=exclude, true_codes=codes)
+    return list(found.codes), found.ranks
+
+
+def _searches(model, index, pe, p_tpl, probes, shortlist: int, by: str, *, mated: bool) -> dict:
+    """Top-1 identity and score of each probe by the embedding and by the shortlist re-rank (shortlist picked by
+    ``by``); ``mated`` False: every row of the probe's finger is left out (a non-mated search)."""
     codes = np.array([int(np.searchsorted(index.identities, p.identity)) for p in probes])
     starts = index.starts()
     exclude = [np.arange(starts[c], starts[c + 1]) if not mated else index.rows_of_source(gi.source_name(p))
                for c, p in zip(codes, probes, strict=True)]
-    found = gi.search(index, pe, shortlist, exclude=exclude, true_codes=codes if mated else None)
+    found = gi.search(index, pe, 1, exclude=exclude, true_codes=codes if mated else None)
+    shorts, ranks = _shortlists(index, probes, pe, p_tpl, exclude, shortlist, by, codes if mated else None)
     timings: dict = {}
-    heads, dists = gi._rerank(model, index, probes, pe, found, exclude, shortlist, timings, progress=True,
-                              probe_templates=p_tpl)
+    heads, dists = gi._rerank(model, index, probes, pe, shorts, exclude, timings, True, p_tpl)
     top_f = np.array([h[0] if len(h) else -1 for h in heads])
     return {"global_top": found.codes[:, 0], "global_score": found.sims[:, 0].astype(np.float64),
             "fused_top": top_f, "fused_score": np.array([-d[0] if len(d) else -np.inf for d in dists]),
-            "true": codes, "prefilter_rank": found.ranks, "fused_heads": heads, "timings": timings}
+            "true": codes, "prefilter_rank": ranks, "fused_heads": heads, "timings": timings}
 
 
 def _fnir_at_fpir(mated_top, mated_score, true, non_score, fpir: float = 0.01) -> tuple[float, float]:
@@ -188,20 +199,36 @@ def _exhaustive(model, index, pe, p_tpl, probes, sample: np.ndarray) -> np.ndarr
     return np.array(out)
 
 
-def shortlist_sweep(model, index, pe, p_tpl, probes, sample: np.ndarray, fractions, shortlist: int) -> dict:
-    """Rank-1 of the minutiae re-rank restricted to the embedding's top identities, per shortlist length.
+_POOL: dict = {}  # the forked workers' view of the index and probe templates (fork shares them copy-on-write)
 
-    Each probe of ``sample`` is compared by NBIS with every gallery print once (its own file left out); the
-    shortlist of ``K`` identities is the prefilter's top ``K`` (:func:`gi.search`), re-ranked by the best fused
-    score of each identity's prints, as :func:`gi._rerank` ranks it (ties: prefilter order). ``K`` = every identity
-    is the exhaustive re-rank.
+
+def _bozorth_row(j: int) -> tuple[np.ndarray, float]:
+    index, p_tpl = _POOL["index"], _POOL["p_tpl"]
+    t0 = time.perf_counter()
+    raw = gi.match_templates(p_tpl[j], [index.template(r) for r in range(index.count)], "nbis")
+    return raw, time.perf_counter() - t0
+
+
+def shortlist_sweep(model, index, pe, p_tpl, probes, sample: np.ndarray, fractions, shortlist: int,
+                    by: tuple[str, ...] = ("embedding", "cylinders"), jobs: int = 1) -> dict:
+    """Rank-1 of the minutiae re-rank restricted to the top identities of a shortlisting order, per shortlist
+    length and order (``by``: the embedding's, the cylinder code's).
+
+    Each probe of ``sample`` is compared by NBIS with every gallery print once (its own file left out; ``jobs``
+    processes); the shortlist of ``K`` identities is the order's top ``K`` (:func:`gi.search`,
+    :func:`gi.cylinder_shortlists`), re-ranked by the best fused score of each identity's prints, as
+    :func:`gi._rerank` ranks it (ties: shortlist order). ``K`` = every identity is the exhaustive re-rank.
 
     Returns
     -------
     dict
-        ``sizes`` (identities), ``fractions``, ``rank1``, ``mate_in_shortlist``, ``comparisons_per_probe`` (mean
-        gallery prints compared), ``ms_per_comparison`` (Bozorth3, measured here), ``probes``.
+        ``sizes`` (identities), ``fractions``, per order ``by[name]``: ``rank1``, ``mate_in_shortlist``,
+        ``rank1_hits``; ``comparisons_per_probe`` (mean gallery prints compared, embedding order),
+        ``ms_per_comparison`` (Bozorth3, measured here, wall time inside the processes), ``cylinder_ms_per_probe``
+        (scoring every print), ``gallery_cylinder_codes_s`` (computing the gallery's codes, once), ``probes``.
     """
+    import multiprocessing as mp
+
     from tqdm import tqdm
 
     from fedprint.recognition.minutiae_fusion import fused_scores, minutiae_fusion_of
@@ -210,40 +237,75 @@ def shortlist_sweep(model, index, pe, p_tpl, probes, sample: np.ndarray, fractio
     sizes = sorted({max(1, min(n_id, int(np.ceil(f * n_id)))) for f in fractions} | {min(shortlist, n_id), n_id})
     codes = np.array([int(np.searchsorted(index.identities, probes[j].identity)) for j in sample])
     exclude = [index.rows_of_source(gi.source_name(probes[j])) for j in sample]
-    order = gi.search(index, pe[sample], n_id, exclude=exclude).codes  # the prefilter's full identity order
-    shape = (len(sample), len(sizes))
-    hits, inside, rows_cmp = np.zeros(shape, bool), np.zeros(shape, bool), np.zeros(shape)
+    orders, cyl_s, codes_s = {}, float("nan"), float("nan")
+    if "cylinders" in by:  # the gallery's codes once (identify keeps them with the index), timed apart
+        t0 = time.perf_counter()
+        gi.index_cylinders(index, progress=True)
+        codes_s = time.perf_counter() - t0
+    for name in by:  # each order in full: every identity
+        t0 = time.perf_counter()
+        got, _ = _shortlists(index, [probes[j] for j in sample], pe[sample], [p_tpl[j] for j in sample], exclude,
+                             n_id, name)
+        if name == "cylinders":
+            cyl_s = (time.perf_counter() - t0) / max(1, len(sample))
+        orders[name] = [np.asarray(o)[np.asarray(o) >= 0] for o in got]
+    shape = (len(by), len(sample), len(sizes))
+    hits, inside, rows_cmp = np.zeros(shape, bool), np.zeros(shape, bool), np.zeros(shape[1:])
     per_id = np.diff(starts)
     t_match, pairs = 0.0, 0
-    for a, j in enumerate(tqdm(sample, desc="shortlist sweep (NBIS, every print)")):
-        t0 = time.perf_counter()
-        raw = gi.match_templates(p_tpl[j], [index.template(r) for r in range(index.count)], "nbis")
-        t_match, pairs = t_match + time.perf_counter() - t0, pairs + index.count
-        fused = fused_scores(cal, index.embeddings.astype(np.float64) @ pe[j].astype(np.float64), raw)
-        fused[exclude[a]] = -np.inf
-        best = np.full(n_id, -np.inf)
-        np.maximum.at(best, index.identity_codes, fused)
-        for b, k in enumerate(sizes):
-            short = order[a, :k]
-            short = short[short >= 0]
-            hits[a, b] = short[int(np.argmax(best[short]))] == codes[a]  # first maximum: prefilter order on ties
-            inside[a, b] = codes[a] in short
-            rows_cmp[a, b] = per_id[short].sum() - np.isin(index.identity_codes[exclude[a]], short).sum()
+    _POOL.update(index=index, p_tpl=p_tpl)
+    ctx = mp.get_context("fork")
+    with ctx.Pool(jobs) if jobs > 1 else _Serial() as pool:
+        rows = pool.imap(_bozorth_row, [int(j) for j in sample])
+        for a, (raw, secs) in enumerate(tqdm(rows, total=len(sample), desc="shortlist sweep (NBIS, every print)")):
+            t_match, pairs = t_match + secs, pairs + index.count
+            j = sample[a]
+            fused = fused_scores(cal, index.embeddings.astype(np.float64) @ pe[j].astype(np.float64), raw)
+            fused[exclude[a]] = -np.inf
+            best = np.full(n_id, -np.inf)
+            np.maximum.at(best, index.identity_codes, fused)
+            for o, name in enumerate(by):
+                for b, k in enumerate(sizes):
+                    short = orders[name][a][:k]
+                    hits[o, a, b] = len(short) and short[int(np.argmax(best[short]))] == codes[a]  # ties: order
+                    inside[o, a, b] = codes[a] in short
+                    if o == 0:
+                        rows_cmp[a, b] = per_id[short].sum() - np.isin(index.identity_codes[exclude[a]], short).sum()
+    _POOL.clear()
     return {"probes": int(len(sample)), "gallery_fingers": n_id, "gallery_prints": index.count, "sizes": sizes,
-            "fractions": [k / n_id for k in sizes], "rank1": hits.mean(0).tolist(),
-            "mate_in_shortlist": inside.mean(0).tolist(), "comparisons_per_probe": rows_cmp.mean(0).tolist(),
-            "ms_per_comparison": 1e3 * t_match / max(1, pairs), "rank1_hits": hits.sum(0).tolist()}
+            "fractions": [k / n_id for k in sizes],
+            "by": {name: {"rank1": hits[o].mean(0).tolist(), "mate_in_shortlist": inside[o].mean(0).tolist(),
+                          "rank1_hits": hits[o].sum(0).tolist()} for o, name in enumerate(by)},
+            "comparisons_per_probe": rows_cmp.mean(0).tolist(), "ms_per_comparison": 1e3 * t_match / max(1, pairs),
+            "cylinder_ms_per_probe": 1e3 * cyl_s, "gallery_cylinder_codes_s": codes_s}
+
+
+class _Serial:
+    """``Pool``'s ``imap`` in this process (``--jobs 1``)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    @staticmethod
+    def imap(f, items):
+        return map(f, items)
 
 
 def _print_sweep(sw: dict) -> None:
-    ex = sw["rank1"][-1]
     print(f"shortlist sweep, {sw['probes']} probes (seed 0) against {sw['gallery_fingers']} fingers "
-          f"({sw['gallery_prints']} prints), Bozorth3 {sw['ms_per_comparison']:.2f} ms a comparison:")
-    for k, f, r, m, c in zip(sw["sizes"], sw["fractions"], sw["rank1"], sw["mate_in_shortlist"],
-                             sw["comparisons_per_probe"], strict=True):
-        print(f"  top {k:5d} identities ({100 * f:5.1f} %): rank-1 {100 * r:5.1f} %, loss {100 * (ex - r):5.1f} "
-              f"points, mate in shortlist {100 * m:5.1f} %, {c:6.0f} comparisons = "
-              f"{c * sw['ms_per_comparison'] / 1e3:5.2f} s a probe", flush=True)
+          f"({sw['gallery_prints']} prints), Bozorth3 {sw['ms_per_comparison']:.2f} ms a comparison, cylinder "
+          f"code {sw['cylinder_ms_per_probe']:.0f} ms a probe (every print; the gallery's codes once: "
+          f"{sw['gallery_cylinder_codes_s']:.0f} s):")
+    for name, r in sw["by"].items():
+        ex = r["rank1"][-1]
+        for k, f, r1, m, c in zip(sw["sizes"], sw["fractions"], r["rank1"], r["mate_in_shortlist"],
+                                  sw["comparisons_per_probe"], strict=True):
+            print(f"  by {name:9s} top {k:5d} identities ({100 * f:5.1f} %): rank-1 {100 * r1:5.1f} %, loss "
+                  f"{100 * (ex - r1):5.1f} points, mate in shortlist {100 * m:5.1f} %, {c:6.0f} comparisons = "
+                  f"{c * sw['ms_per_comparison'] / 1e3:5.2f} s a probe", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep", action="store_true", help="rank-1 against the shortlist length (docstring: phase 3)")
     ap.add_argument("--sweep-only", action="store_true", help="the sweep alone (implies --sweep)")
     ap.add_argument("--sweep-fractions", type=float, nargs="+", default=[0.01, 0.05, 0.1, 0.2, 0.5])
+    ap.add_argument("--shortlist-by", choices=gi.SHORTLIST_BY, default="cylinders",
+                    help="what picks the shortlist of the search table (the sweep measures both)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes for the sweep's exhaustive NBIS matching")
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
     model = load_model(pretrained_path())
@@ -280,18 +345,21 @@ def main(argv: list[str] | None = None) -> int:
     g_iso = gi.extract_templates(gallery, "nbis", progress=True)
     p_tpl = gi.extract_templates(probes, "nbis", progress=True)
     g_ids, g_src = [r.identity for r in gallery], [gi.source_name(r) for r in gallery]
-    plain = _index(model, g_emb, g_ids, g_src, g_iso)
+    g_dpi = [float(r.dpi or 500.0) for r in gallery]
+    plain = _index(model, g_emb, g_ids, g_src, g_iso, g_dpi)
     crowd = _index(model, np.concatenate([g_emb, d["embeddings"]]), g_ids + [f"synth/d{k:05d}" for k in range(n_d)],
-                   g_src + [f"mem:distractor-{k:05d}" for k in range(n_d)], g_iso + d["templates"])
+                   g_src + [f"mem:distractor-{k:05d}" for k in range(n_d)], g_iso + d["templates"],
+                   g_dpi + [500.0] * n_d)
     res: dict = {"probes": len(probes), "enrolled_real": len(gallery), "distractors": n_d, "sets": sets,
                  "shortlist": args.shortlist, "synthesis_ms_per_finger": 1e3 * synth_s,
                  "embed_ms_per_finger": 1e3 * embed_s, "nbis_ms_per_finger": 1e3 * extract_s}
     if args.sweep or args.sweep_only:
-        res["sweep"] = shortlist_sweep(model, crowd, pe, p_tpl, probes, sample, args.sweep_fractions, args.shortlist)
+        res["sweep"] = shortlist_sweep(model, crowd, pe, p_tpl, probes, sample, args.sweep_fractions, args.shortlist,
+                                       jobs=args.jobs)
         _print_sweep(res["sweep"])
     for name, index in (() if args.sweep_only else (("without", plain), ("with", crowd))):
-        m = _searches(model, index, pe, p_tpl, probes, args.shortlist, mated=True)
-        non = _searches(model, index, pe, p_tpl, probes, args.shortlist, mated=False)
+        m = _searches(model, index, pe, p_tpl, probes, args.shortlist, args.shortlist_by, mated=True)
+        non = _searches(model, index, pe, p_tpl, probes, args.shortlist, args.shortlist_by, mated=False)
         fnir_g, fpir_g = _fnir_at_fpir(m["global_top"], m["global_score"], m["true"], non["global_score"])
         fnir_f, fpir_f = _fnir_at_fpir(m["fused_top"], m["fused_score"], m["true"], non["fused_score"])
         res[name] = {"gallery_fingers": len(index.identities),

@@ -91,6 +91,9 @@ def test_refusals_are_one_line_naming_the_file(folders, capsys):
         (["identify", "--probe", f["probes"]], "--gallery DIR"),
         (["identify", "--gallery", f["all"], "--probe", f["probes"], "--model", f["model"], "--precision",
           "float16"], "--index FILE"),
+        (["identify", "--gallery", f["all"], "--probe", f["probes"], "--model", f["model"], "--shortlist-by",
+          "cylinders"], "--index FILE"),
+        (["identify", "--index", index, "--probe", f["probes"], "--model", f["model"], "--pool", "0"], "--pool"),
         (["gallery", "info", f["tmp"] / "absent.fpg"], "absent.fpg"),
     ]
     for argv, needle in cases:

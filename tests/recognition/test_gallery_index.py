@@ -141,7 +141,7 @@ def test_minutiae_rerank_from_stored_templates(toy, fake_templates):
     for k in (1, 3, 10):
         timings: dict = {}
         res = gi.identify_index(model, index, probes, top_k=k, shortlist=k, min_quality=0, score="minutiae",
-                                timings=timings)
+                                timings=timings, shortlist_by="embedding")
         got = np.array([r.rank for r in res])
         np.testing.assert_array_equal(got == 1, pre <= k)  # the perfect matcher finds every shortlisted mate
         np.testing.assert_array_equal(got[pre > k], pre[pre > k])  # the others keep their embedding rank
@@ -154,6 +154,37 @@ def test_minutiae_rerank_from_stored_templates(toy, fake_templates):
         gi.identify_index(model, bare, probes, score="minutiae", min_quality=0)
     with pytest.raises(ValueError, match="fused"):
         gi.identify_index(model, bare, probes, score="fused", min_quality=0)
+
+
+def test_cylinder_shortlist_finds_mates_the_embedding_ranks_low(toy, fake_templates, monkeypatch):
+    """--shortlist-by cylinders (the default): the shortlist comes from the Minutia Cylinder-Code of the stored
+    templates. Stand-in minutiae: 30 random ones per finger (seeded by its name), so the code ranks every mate
+    first; with --pool the code scores only the embedding's top identities, and a mate outside keeps its rank."""
+    from fedprint.data import minutiae_backends as mb
+
+    def minutiae(record: bytes) -> np.ndarray:
+        rng = np.random.default_rng(list(record))
+        return np.c_[rng.uniform(0, 250, (30, 2)), rng.uniform(0, 2 * np.pi, 30)]
+
+    monkeypatch.setattr(mb, "iso_minutiae", minutiae)
+    model, gallery, probes = toy["model"], toy["gallery"], toy["probes"]
+    index = gi.build_index(model, gallery, minutiae="nbis", min_quality=0, progress=False)
+    pre = np.array([r.rank for r in gi.identify_index(model, index, probes, top_k=10, min_quality=0)])
+    assert (pre > 1).any()  # the toy embedding misses some mates at rank 1
+    timings: dict = {}
+    res = gi.identify_index(model, index, probes, top_k=1, shortlist=1, min_quality=0, score="minutiae",
+                            timings=timings)
+    assert [r.rank for r in res] == [1] * len(probes) and timings["minutiae_pairs"] == 2 * len(probes)
+    assert timings["cylinders_s"] > 0 and "cylinders" in index._cache
+    pooled = gi.identify_index(model, index, probes, top_k=1, shortlist=1, pool=2, min_quality=0,
+                               score="minutiae")
+    got = np.array([r.rank for r in pooled])
+    np.testing.assert_array_equal(got[pre <= 2], 1)
+    np.testing.assert_array_equal(got[pre > 2], pre[pre > 2])  # outside the pool: the embedding's rank
+    with pytest.raises(ValueError, match="--shortlist-by"):
+        gi.identify_index(model, index, probes, score="minutiae", shortlist_by="dense", min_quality=0)
+    with pytest.raises(ValueError, match="--pool"):
+        gi.identify_index(model, index, probes, score="minutiae", pool=0, min_quality=0)
 
 
 def test_round_trip_add_and_remove(toy, tmp_path):
