@@ -38,7 +38,7 @@ def _summary_line(index, path: Path) -> str:
 
 def _build(args: argparse.Namespace) -> int:
     from fedprint.models.model_file import load_model
-    from fedprint.recognition.gallery_index import build_index, write_index
+    from fedprint.recognition.gallery_index import build_index, keep_cylinder_codes, write_index
 
     target = Path(args.output)
     if target.exists():
@@ -51,6 +51,7 @@ def _build(args: argparse.Namespace) -> int:
     index = build_index(model, records, minutiae=args.minutiae, min_quality=args.min_quality,
                         skip_bad=args.skip_bad, report=report, progress=not args.quiet)
     write_index(index, target)
+    keep_cylinder_codes(index, target, progress=not args.quiet)  # for identify --shortlist-by cylinders
     print("written: " + _summary_line(index, target))
     if report:
         print(f"{len(report)} file(s) skipped (--skip-bad):")
@@ -60,7 +61,13 @@ def _build(args: argparse.Namespace) -> int:
 
 def _add(args: argparse.Namespace) -> int:
     from fedprint.models.model_file import load_model
-    from fedprint.recognition.gallery_index import add_records, check_model, load_index, write_index
+    from fedprint.recognition.gallery_index import (
+        add_records,
+        check_model,
+        keep_cylinder_codes,
+        load_index,
+        write_index,
+    )
 
     index = load_index(args.index)
     model = load_model(args.model)
@@ -70,6 +77,7 @@ def _add(args: argparse.Namespace) -> int:
     grown, added = add_records(index, model, records, min_quality=args.min_quality, skip_bad=args.skip_bad,
                                report=report, progress=not args.quiet)
     write_index(grown, index.path)
+    keep_cylinder_codes(grown, index.path, progress=not args.quiet)
     print(f"added {added} impression(s); " + _summary_line(grown, index.path))
     if report:
         print(f"{len(report)} file(s) skipped (--skip-bad):")
@@ -78,11 +86,12 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _remove(args: argparse.Namespace) -> int:
-    from fedprint.recognition.gallery_index import load_index, remove_identities, write_index
+    from fedprint.recognition.gallery_index import keep_cylinder_codes, load_index, remove_identities, write_index
 
     index = load_index(args.index)
     shrunk, removed = remove_identities(index, args.identity)
     write_index(shrunk, index.path)
+    keep_cylinder_codes(shrunk, index.path, make=False)  # the removed fingers' codes go too
     print(f"removed {removed} impression(s) of {len(set(args.identity))} identit"
           f"{'y' if len(set(args.identity)) == 1 else 'ies'}; " + _summary_line(shrunk, index.path))
     return 0

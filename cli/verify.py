@@ -357,7 +357,7 @@ def _identify(args: argparse.Namespace) -> int:
     shortlist = None if args.exhaustive else args.shortlist
     if args.index is not None:  # a gallery index (fedprint gallery build): only the probes are embedded
         from fedprint.data.record import FingerprintRecord
-        from fedprint.recognition.gallery_index import check_model, identify_index, load_index, without_mate
+        from fedprint.recognition.gallery_index import POOL, check_model, identify_index, load_index, without_mate
 
         index = load_index(args.index)
         check_model(index, model)
@@ -379,7 +379,8 @@ def _identify(args: argparse.Namespace) -> int:
                                  threshold=args.threshold, min_quality=args.min_quality, skip_bad=args.skip_bad,
                                  report=report, score=args.score, shortlist=shortlist, timings=timings,
                                  progress=not args.json, precision=args.precision,
-                                 shortlist_by=args.shortlist_by or "cylinders", pool=args.pool)
+                                 shortlist_by=args.shortlist_by or "cylinders",
+                                 pool=args.pool if args.pool is not None else POOL)
         facts = {"gallery_images": index.count, "gallery_identities": int(len(index.identities)),
                  "gallery_dpi": sorted({float(x) for x in index.dpi.tolist()}), "index": str(index.path),
                  "probes_without_mate": without_mate(index, results) if known else []}
@@ -615,7 +616,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "the embedding 71 %%), or embedding, the embedding's nearest (--gallery DIR: always)")
     i.add_argument("--pool", type=positive_int, default=None,
                    help="--shortlist-by cylinders: score only the prints of the embedding's nearest POOL identities "
-                        "(default: every one; for galleries too large to score whole)")
+                        "(default 20000: every identity of a smaller gallery)")
     i.add_argument("--exhaustive", action="store_true",
                    help="--score minutiae: re-rank every gallery identity (slow: one comparison per gallery print)")
     i.add_argument("--precision", choices=("float32", "float16"), default="float32",

@@ -246,10 +246,26 @@ def lss_scores(probe: Cylinders, gallery: CylinderGallery | Sequence[Cylinders],
     return csum[take - 1, np.arange(g.prints)] / take
 
 
-def take(gallery: CylinderGallery, prints: np.ndarray) -> CylinderGallery:
-    """The sub-gallery of the prints ``prints`` (indices, in that order)."""
-    prints = np.asarray(prints, dtype=np.int64)
-    lo, hi = gallery.starts[prints], gallery.starts[prints + 1]
-    rows = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)] or [np.zeros(0, np.int64)])
-    return CylinderGallery(gallery.bits[rows], gallery.cell_bits[rows], gallery.mask[rows], gallery.direction[rows],
-                           np.r_[0, np.cumsum(hi - lo)].astype(np.int64), gallery.counts[prints])
+
+def pack(prints: Sequence[Cylinders], params: CylinderParams = DEFAULT) -> dict[str, np.ndarray]:
+    """Prints' cylinders as flat arrays for a file (:func:`unpack` reads them back exactly): bits and masks
+    bit-packed, ``offsets`` (prints + 1,) where each print's cylinders begin, ``counts``, ``angle``, ``params``."""
+    g = stack(prints, params)
+    return {"bits": np.packbits(g.bits.astype(bool), axis=1), "mask": np.packbits(g.mask.astype(bool), axis=1),
+            "angle": np.concatenate([c.angle for c in prints] or [np.zeros(0)]), "offsets": g.starts,
+            "counts": g.counts, "params": np.array(repr(params))}
+
+
+def unpack(arrays: dict[str, np.ndarray], params: CylinderParams = DEFAULT) -> list[Cylinders]:
+    """The prints :func:`pack` wrote; ValueError when they were made with other parameters or do not fit."""
+    if str(arrays["params"]) != repr(params):
+        raise ValueError("cylinder codes made with other parameters")
+    d, cells = params.ns * params.ns * params.nd, params.ns * params.ns
+    off, counts = np.asarray(arrays["offsets"], np.int64), np.asarray(arrays["counts"], np.int64)
+    bits = np.unpackbits(arrays["bits"], axis=1, count=d).astype(bool)
+    mask = np.unpackbits(arrays["mask"], axis=1, count=cells).astype(bool)
+    angle = np.asarray(arrays["angle"], np.float64)
+    if len(off) != len(counts) + 1 or off[-1] != len(bits) or len(mask) != len(bits) or len(angle) != len(bits):
+        raise ValueError("cylinder codes: arrays do not fit together")
+    return [Cylinders(bits[a:b], mask[a:b], angle[a:b], int(n)) for a, b, n in zip(off[:-1], off[1:], counts,
+                                                                                  strict=True)]

@@ -31,6 +31,10 @@ every member stored uncompressed (``ZIP_STORED``, ZIP64 where needed):
     The N minutiae templates (NBIS MINDTCT minutiae as ISO/IEC 19794-2:2005 records, :mod:`fedprint.data.iso19794`)
     concatenated, and int64 (N + 1,) offsets of each record in ``minutiae.bin``.
 
+``<index>.cylinders.npz`` (beside the file, not part of the format): the Minutia Cylinder-Code of the templates
+(:mod:`fedprint.recognition.cylinders`), derived data that ``gallery build`` / ``add`` and ``--shortlist-by
+cylinders`` make and keep, keyed by each template's content and resolution (made again when missing or damaged).
+
 A reader refuses (ValueError, one line naming the file): another format, another version, a checksum that does not
 match the arrays, inconsistent shapes; and a search refuses a model whose :func:`model_fingerprint` is not the
 index's (other weights or another input pipeline: its embeddings live in another space). ``fedprint calibrate``
@@ -50,8 +54,10 @@ identity's best impression by ``np.maximum.reduceat``, a running top-k (the matr
 Either counts the true identity's rank on the way (no full (P, I) array). ``precision="float16"`` is an
 approximate option (direct path): float16 scores of a float16 copy, the candidates re-scored in float32.
 ``--score minutiae`` re-ranks each probe's shortlist with the stored templates and the model's embedding +
-minutiae fusion, as :func:`fedprint.recognition.identification.identify` does (identities outside the shortlist keep
-their embedding order behind it). Float32 embeddings: distances agree with ``identify``'s float64 ones to ~1e-6.
+minutiae fusion, as :func:`fedprint.recognition.identification.identify` does; the shortlist is picked by the
+cylinder code of the templates (``--shortlist-by cylinders``, the default: :func:`cylinder_shortlists`) or by the
+embedding (``--shortlist-by embedding``, what ``identify --gallery`` does); identities outside it keep that order
+behind it. Float32 embeddings: distances agree with ``identify``'s float64 ones to ~1e-6.
 ``benchmarks/bench_gallery.py`` measures it at 10^4 to 10^6 enrolled fingers (``docs/studies/gallery.md``).
 
 Examples
@@ -128,6 +134,12 @@ TEMPLATE_MATCHERS = ("nbis",)
 #: the stored templates (:mod:`fedprint.recognition.cylinders`, every enrolled print or the embedding's ``--pool``),
 #: or the embedding.
 SHORTLIST_BY = ("cylinders", "embedding")
+#: The cylinder codes of an index's templates are kept beside it in ``<index>`` + this suffix (derived data: made on
+#: first use, keyed by each template's content and resolution, made again when missing or damaged).
+CYLINDER_CACHE = ".cylinders.npz"
+#: ``--pool``: the cylinder code scores the prints of the embedding's nearest POOL identities (every identity of a
+#: gallery up to that size): ~0.1 ms a print a probe and ~6 ms a print once for its code, on this machine.
+POOL = 20_000
 _ARRAYS = ("embeddings", "identity_codes", "dpi", "quality", "minutiae_offsets")
 _TEXTS = ("identities", "sources")
 
@@ -915,17 +927,100 @@ def index_cylinders(index: GalleryIndex, *, progress: bool = False):
     """The Minutia Cylinder-Code of every stored template (:func:`fedprint.recognition.cylinders.stack`, rows in
     index order), computed from the ISO records on first use (~6 ms a print here) and kept with the index in
     memory."""
-    from fedprint.data.minutiae_backends import iso_minutiae
     from fedprint.recognition import cylinders as cy
 
     if index.matcher is None:
         raise ValueError(f"{index.name}: holds no minutiae templates for --shortlist-by cylinders; build the index "
                          "with --minutiae nbis, or use --shortlist-by embedding")
     if "cylinders" not in index._cache:
-        rows = tqdm(range(index.count), desc="cylinder codes", disable=not progress or index.count < 500)
-        index._cache["cylinders"] = cy.stack([cy.cylinders(iso_minutiae(index.template(r)), dpi=float(index.dpi[r]))
-                                              for r in rows])
+        index._cache["cylinders"] = cy.stack(_row_cylinders(index, range(index.count), progress))
     return index._cache["cylinders"]
+
+
+def _row_cylinders(index: GalleryIndex, rows, progress: bool) -> list:
+    """The cylinders of the index rows ``rows``, each computed once: kept with the index in memory and, for an
+    index read from a file, in its :data:`CYLINDER_CACHE` file, keyed by each template's content (so ``gallery
+    add`` / ``remove`` keep the codes of the prints they leave)."""
+    from fedprint.data.minutiae_backends import iso_minutiae
+    from fedprint.recognition import cylinders as cy
+
+    done = index._cache.setdefault("cylinder_rows", {})
+    missing = [int(r) for r in rows if int(r) not in done]
+    if missing:
+        if "cylinder_file" not in index._cache:
+            index._cache["cylinder_file"] = _read_cylinder_cache(index)
+        kept, made = index._cache["cylinder_file"], 0
+        for r in tqdm(missing, desc="cylinder codes", disable=not progress or len(missing) < 500):
+            key = _template_key(index, r)
+            if key not in kept:
+                kept[key] = cy.cylinders(iso_minutiae(index.template(r)), dpi=float(index.dpi[r]))
+                made += 1
+            done[r] = kept[key]
+        if made:
+            _write_cylinder_cache(index, kept)
+    return [done[int(r)] for r in rows]
+
+
+def keep_cylinder_codes(index: GalleryIndex, path: str | Path, *, make: bool = True,
+                        progress: bool = False) -> Path | None:
+    """After ``index`` was written to ``path`` (``gallery build`` / ``add`` / ``remove``): bring its
+    :data:`CYLINDER_CACHE` file up to date — with ``make`` the codes of new templates made; always those of
+    removed prints dropped (they are biometric data too: a removed finger leaves nothing behind). Returns the
+    cache's path, or None when there is none (an index without templates: a leftover cache is deleted)."""
+    ix = replace(index, path=Path(path), _cache={})
+    cache = cylinder_cache_path(ix)
+    if index.matcher is None:
+        cache.unlink(missing_ok=True)
+        return None
+    if make:
+        index_cylinders(ix, progress=progress)
+    if cache.is_file():
+        _write_cylinder_cache(ix, ix._cache.get("cylinder_file") or _read_cylinder_cache(ix))  # pruned
+        return cache
+    return None
+
+
+def _template_key(index: GalleryIndex, row: int) -> bytes:
+    """What a row's cylinder code follows from: its template and resolution (16-byte BLAKE2b)."""
+    return hashlib.blake2b(index.template(row) + np.float32(index.dpi[row]).tobytes(), digest_size=16).digest()
+
+
+def cylinder_cache_path(index: GalleryIndex) -> Path | None:
+    """Where the index's cylinder codes are kept (None for an index not read from a file)."""
+    return None if index.path is None else index.path.with_name(index.path.name + CYLINDER_CACHE)
+
+
+def _read_cylinder_cache(index: GalleryIndex) -> dict:
+    from fedprint.recognition import cylinders as cy
+
+    path = cylinder_cache_path(index)
+    if path is None or not path.is_file():
+        return {}
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return dict(zip(z["keys"].tolist(), cy.unpack(dict(z)), strict=True))
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return {}  # damaged or of other parameters: derived data, made again
+
+
+def _write_cylinder_cache(index: GalleryIndex, kept: dict) -> None:
+    """Write the codes of the templates the index holds (those of removed prints are dropped)."""
+    import sys
+
+    from fedprint.recognition import cylinders as cy
+
+    path = cylinder_cache_path(index)
+    if path is None:
+        return
+    keys = [k for k in dict.fromkeys(_template_key(index, r) for r in range(index.count)) if k in kept]
+    buf = io.BytesIO()
+    np.savez(buf, keys=np.array(keys, dtype="S16"), **cy.pack([kept[k] for k in keys]))
+    try:
+        with atomic_writer(path) as fh:
+            fh.write(buf.getvalue())
+    except OSError as exc:  # a read-only folder: the codes are made again next time, said once
+        print(f"note: {path}: could not keep the cylinder codes ({exc}); they are computed again next time",
+              file=sys.stderr)
 
 
 def cylinder_shortlists(index: GalleryIndex, probes: Sequence[FingerprintRecord], probe_templates: Sequence[bytes],
@@ -940,7 +1035,8 @@ def cylinder_shortlists(index: GalleryIndex, probes: Sequence[FingerprintRecord]
     from fedprint.data.minutiae_backends import iso_minutiae
     from fedprint.recognition import cylinders as cy
 
-    cg, starts = index_cylinders(index, progress=progress), index.starts()
+    cg = index_cylinders(index, progress=progress) if pool is None else None
+    starts = index.starts()
     n_id, out = len(index.identities), []
     ranks = np.zeros(len(probes), np.int64)
     for j in tqdm(range(len(probes)), desc="cylinder shortlist", disable=not progress or len(probes) < 2):
@@ -951,7 +1047,7 @@ def cylinder_shortlists(index: GalleryIndex, probes: Sequence[FingerprintRecord]
             ids = pool[j][pool[j] >= 0]
             rows = np.concatenate([np.arange(starts[c], starts[c + 1]) for c in ids]) if len(ids) else \
                 np.zeros(0, np.int64)
-        score = cy.lss_scores(pc, cg if pool is None else cy.take(cg, rows))
+        score = cy.lss_scores(pc, cg if pool is None else cy.stack(_row_cylinders(index, rows, progress)))
         score[np.isin(rows, exclude[j])] = -np.inf
         best = np.full(n_id, -np.inf)
         np.maximum.at(best, index.identity_codes[rows], score)
@@ -999,7 +1095,7 @@ def identify_index(model: VerifierModel, index: GalleryIndex, probes: Sequence[F
                    min_quality: float = MIN_QUALITY, skip_bad: bool = False, report: list | None = None,
                    score: str = "global", shortlist: int | None = SHORTLIST, timings: dict | None = None,
                    progress: bool = False, precision: str = "float32", shortlist_by: str = "cylinders",
-                   pool: int | None = None) -> list[Identification]:
+                   pool: int = POOL) -> list[Identification]:
     """:func:`fedprint.recognition.identification.identify` against an index: the same parameters and results,
     the gallery's embeddings (and templates) read from ``index`` instead of computed. ``score`` is ``"global"``
     or ``"minutiae"`` (the index holds no feature maps for ``"fused"``); ``precision``: :func:`search`'s (float32
@@ -1007,9 +1103,10 @@ def identify_index(model: VerifierModel, index: GalleryIndex, probes: Sequence[F
 
     ``score="minutiae"`` re-ranks a shortlist of ``shortlist`` identities by the embedding + minutiae fusion;
     ``shortlist_by`` picks it: ``"cylinders"`` (default), the identities whose prints score highest by the
-    Minutia Cylinder-Code of the stored templates (:func:`cylinder_shortlists`; all prints, or those of the
-    embedding's top ``pool`` identities), or ``"embedding"``, the embedding's nearest. An identity outside the
-    shortlist keeps that order behind it (its rank is the shortlisting order's; outside the pool, the embedding's).
+    Minutia Cylinder-Code of the stored templates (:func:`cylinder_shortlists`; the prints of the embedding's top
+    ``pool`` identities, all of a gallery up to that size), or ``"embedding"``, the embedding's nearest. An
+    identity outside the shortlist keeps that order behind it (its rank is the shortlisting order's; outside the
+    pool, the embedding's).
     ``shortlist=None`` re-ranks every identity (no shortlist to pick)."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"--top-k: expected an integer >= 1, got {top_k!r}")
@@ -1017,7 +1114,7 @@ def identify_index(model: VerifierModel, index: GalleryIndex, probes: Sequence[F
         raise ValueError(f"--shortlist: expected an integer >= 1, got {shortlist!r}")
     if shortlist_by not in SHORTLIST_BY:
         raise ValueError(f"--shortlist-by: expected one of {', '.join(SHORTLIST_BY)}, got {shortlist_by!r}")
-    if pool is not None and (isinstance(pool, bool) or not isinstance(pool, int) or pool < 1):
+    if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:
         raise ValueError(f"--pool: expected an integer >= 1, got {pool!r}")
     if score not in ("global", "minutiae"):
         raise ValueError(f"--score {score}: a gallery index holds embeddings (and minutiae templates), not the "
@@ -1041,7 +1138,7 @@ def identify_index(model: VerifierModel, index: GalleryIndex, probes: Sequence[F
     tc = np.array([int(np.searchsorted(names, x)) if x is not None and x in set_of(index) else -1 for x in true])
     k_short = len(names) if shortlist is None else min(shortlist, len(names))
     by_cyl = score == "minutiae" and shortlist_by == "cylinders" and k_short < len(names)
-    n_pool = None if not by_cyl or pool is None or pool >= len(names) else max(pool, k_short)
+    n_pool = None if not by_cyl or pool >= len(names) else max(pool, k_short)
     need = (n_pool or 0) if by_cyl else (k_short if score == "minutiae" else 0)
     t0 = time.perf_counter()
     found = search(index, pe, max(top_k, need), exclude=exclude, true_codes=tc, progress=progress,

@@ -69,6 +69,16 @@ def test_blocks_and_stacking_do_not_change_the_scores():
     assert whole[:3].min() > whole[3:-1].max()
 
 
+def test_pack_and_unpack_give_the_codes_back():
+    prints = [cy.cylinders(_print(s, n=n)) for s, n in ((1, 40), (2, 1), (3, 25))]
+    back = cy.unpack(cy.pack(prints))
+    assert [len(c) for c in back] == [len(c) for c in prints] and [c.count for c in back] == [40, 1, 25]
+    assert all(np.array_equal(a.bits, b.bits) and np.array_equal(a.mask, b.mask) and np.array_equal(a.angle, b.angle)
+               for a, b in zip(prints, back, strict=True))
+    with pytest.raises(ValueError, match="other parameters"):
+        cy.unpack(cy.pack(prints), cy.CylinderParams(ns=16))
+
+
 def test_lss_pairs_follow_the_smaller_minutiae_count():
     assert cy._n_p(100, 100, cy.DEFAULT) == 12 and cy._n_p(3, 100, cy.DEFAULT) == 4
     assert cy._n_p(20, 60, cy.DEFAULT) == 8  # the sigmoid's midpoint, mu_P = 20

@@ -181,6 +181,32 @@ def test_cylinder_shortlist_finds_mates_the_embedding_ranks_low(toy, fake_templa
     got = np.array([r.rank for r in pooled])
     np.testing.assert_array_equal(got[pre <= 2], 1)
     np.testing.assert_array_equal(got[pre > 2], pre[pre > 2])  # outside the pool: the embedding's rank
+    # an index read from a file keeps its codes beside it; the next process reads them instead of recomputing
+    back = gi.load_index(gi.write_index(index, toy["root"] / "cyl.fpg"))
+    first = gi.identify_index(model, back, probes, top_k=1, shortlist=1, min_quality=0, score="minutiae")
+    cache = gi.cylinder_cache_path(back)
+    assert cache.is_file() and [r.rank for r in first] == [1] * len(probes)
+    probe_calls = []
+    monkeypatch.setattr(mb, "iso_minutiae", lambda rec: probe_calls.append(rec) or minutiae(rec))
+    again = gi.identify_index(model, gi.load_index(back.path), probes, top_k=1, shortlist=1, min_quality=0,
+                              score="minutiae")
+    assert [r.ranked for r in again] == [r.ranked for r in first]
+    assert len(probe_calls) == len(probes)  # only the probes' codes were made: the gallery's came from the file
+    cache.write_bytes(b"damaged")
+    probe_calls.clear()
+    gi.identify_index(model, gi.load_index(back.path), probes, top_k=1, shortlist=1, min_quality=0, score="minutiae")
+    distinct = len({index.template(r) for r in range(index.count)})  # a stand-in template per finger
+    assert len(probe_calls) == len(probes) + distinct  # made again (once per distinct template), and kept again
+    assert len(gi._read_cylinder_cache(gi.load_index(back.path))) == distinct
+    # gallery remove: the prints left keep their codes (keyed by template content, not row)
+    fewer, _ = gi.remove_identities(gi.load_index(back.path), [index.identities[0]])
+    gi.keep_cylinder_codes(fewer, gi.write_index(fewer, back.path), make=False)
+    fewer = gi.load_index(back.path)
+    left = gi._read_cylinder_cache(fewer)  # the removed finger's code is gone from the file too
+    assert len(left) == distinct - 1 and gi._template_key(index, 0) not in left
+    probe_calls.clear()
+    gi.identify_index(model, fewer, probes[:2], top_k=1, shortlist=1, min_quality=0, score="minutiae")
+    assert len(probe_calls) == 2
     with pytest.raises(ValueError, match="--shortlist-by"):
         gi.identify_index(model, index, probes, score="minutiae", shortlist_by="dense", min_quality=0)
     with pytest.raises(ValueError, match="--pool"):
