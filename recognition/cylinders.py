@@ -12,7 +12,7 @@ similarities (Local Similarity Sort, Eq. 23). The 8 x 8 x 5 bit cylinders are th
 
 In FedPrint the score is a cheap, rotation- and translation-invariant minutiae matcher: a matrix product per probe
 against the whole gallery (:func:`lss_scores`), used where the embedding's shortlist misses mates that Bozorth3
-would find (``identify --index --score minutiae --cylinder-shortlist``). The cylinders are computed from the
+would find (``identify --index --score minutiae --shortlist-by cylinders``). The cylinders are computed from the
 minutiae the index already stores (ISO/IEC 19794-2 records), so the index format does not change.
 
 Coordinates are scaled to 500 dpi (``dpi``) so that ``R`` and ``sigma_s`` keep their physical size on every sensor.

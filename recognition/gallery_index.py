@@ -926,7 +926,7 @@ def _check_templates(model: VerifierModel, index: GalleryIndex) -> None:
 def index_cylinders(index: GalleryIndex, *, progress: bool = False):
     """The Minutia Cylinder-Code of every stored template (:func:`fedprint.recognition.cylinders.stack`, rows in
     index order), computed from the ISO records on first use (~6 ms a print here) and kept with the index in
-    memory."""
+    memory and in its :data:`CYLINDER_CACHE` file."""
     from fedprint.recognition import cylinders as cy
 
     if index.matcher is None:
@@ -934,31 +934,41 @@ def index_cylinders(index: GalleryIndex, *, progress: bool = False):
                          "with --minutiae nbis, or use --shortlist-by embedding")
     if "cylinders" not in index._cache:
         index._cache["cylinders"] = cy.stack(_row_cylinders(index, range(index.count), progress))
+        _flush_cylinder_cache(index)
     return index._cache["cylinders"]
 
 
 def _row_cylinders(index: GalleryIndex, rows, progress: bool) -> list:
-    """The cylinders of the index rows ``rows``, each computed once: kept with the index in memory and, for an
-    index read from a file, in its :data:`CYLINDER_CACHE` file, keyed by each template's content (so ``gallery
-    add`` / ``remove`` keep the codes of the prints they leave)."""
+    """The cylinders of the index rows ``rows``, each computed once and kept with the index in memory, looked up
+    first in its :data:`CYLINDER_CACHE` file, keyed by each template's content (so ``gallery add`` / ``remove``
+    keep the codes of the prints they leave); :func:`_flush_cylinder_cache` writes the new ones."""
     from fedprint.data.minutiae_backends import iso_minutiae
     from fedprint.recognition import cylinders as cy
 
     done = index._cache.setdefault("cylinder_rows", {})
     missing = [int(r) for r in rows if int(r) not in done]
     if missing:
-        if "cylinder_file" not in index._cache:
-            index._cache["cylinder_file"] = _read_cylinder_cache(index)
-        kept, made = index._cache["cylinder_file"], 0
+        kept = _kept_cylinders(index)
         for r in tqdm(missing, desc="cylinder codes", disable=not progress or len(missing) < 500):
             key = _template_key(index, r)
             if key not in kept:
                 kept[key] = cy.cylinders(iso_minutiae(index.template(r)), dpi=float(index.dpi[r]))
-                made += 1
+                index._cache["cylinders_made"] = True
             done[r] = kept[key]
-        if made:
-            _write_cylinder_cache(index, kept)
     return [done[int(r)] for r in rows]
+
+
+def _kept_cylinders(index: GalleryIndex) -> dict:
+    """The codes of the index's cache file, by template key (read once)."""
+    if "cylinder_file" not in index._cache:
+        index._cache["cylinder_file"] = _read_cylinder_cache(index)
+    return index._cache["cylinder_file"]
+
+
+def _flush_cylinder_cache(index: GalleryIndex) -> None:
+    """Write the cache file once when codes were made since it was read."""
+    if index._cache.pop("cylinders_made", False):
+        _write_cylinder_cache(index, _kept_cylinders(index))
 
 
 def keep_cylinder_codes(index: GalleryIndex, path: str | Path, *, make: bool = True,
@@ -973,11 +983,11 @@ def keep_cylinder_codes(index: GalleryIndex, path: str | Path, *, make: bool = T
         cache.unlink(missing_ok=True)
         return None
     if make:
-        index_cylinders(ix, progress=progress)
-    if cache.is_file():
-        _write_cylinder_cache(ix, ix._cache.get("cylinder_file") or _read_cylinder_cache(ix))  # pruned
-        return cache
-    return None
+        _row_cylinders(ix, range(ix.count), progress)
+    if not make and not cache.is_file():
+        return None
+    _write_cylinder_cache(ix, _kept_cylinders(ix))  # written pruned to the templates the index holds
+    return cache
 
 
 def _template_key(index: GalleryIndex, row: int) -> bytes:
@@ -1057,6 +1067,7 @@ def cylinder_shortlists(index: GalleryIndex, probes: Sequence[FingerprintRecord]
         if true_codes is not None and true_codes[j] >= 0:
             at = np.flatnonzero(order == true_codes[j])
             ranks[j] = int(at[0]) + 1 if len(at) else 0
+    _flush_cylinder_cache(index)  # once, not per probe (a pool makes codes as probes reach new prints)
     return out, ranks
 
 

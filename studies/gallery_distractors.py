@@ -227,6 +227,7 @@ def shortlist_sweep(model, index, pe, p_tpl, probes, sample: np.ndarray, fractio
         ``ms_per_comparison`` (Bozorth3, measured here, wall time inside the processes), ``cylinder_ms_per_probe``
         (scoring every print), ``gallery_cylinder_codes_s`` (computing the gallery's codes, once), ``probes``.
     """
+    import contextlib
     import multiprocessing as mp
 
     from tqdm import tqdm
@@ -254,9 +255,8 @@ def shortlist_sweep(model, index, pe, p_tpl, probes, sample: np.ndarray, fractio
     per_id = np.diff(starts)
     t_match, pairs = 0.0, 0
     _POOL.update(index=index, p_tpl=p_tpl)
-    ctx = mp.get_context("fork")
-    with ctx.Pool(jobs) if jobs > 1 else _Serial() as pool:
-        rows = pool.imap(_bozorth_row, [int(j) for j in sample])
+    with mp.get_context("fork").Pool(jobs) if jobs > 1 else contextlib.nullcontext() as pool:
+        rows = (pool.imap if pool is not None else map)(_bozorth_row, [int(j) for j in sample])
         for a, (raw, secs) in enumerate(tqdm(rows, total=len(sample), desc="shortlist sweep (NBIS, every print)")):
             t_match, pairs = t_match + secs, pairs + index.count
             j = sample[a]
@@ -278,20 +278,6 @@ def shortlist_sweep(model, index, pe, p_tpl, probes, sample: np.ndarray, fractio
                           "rank1_hits": hits[o].sum(0).tolist()} for o, name in enumerate(by)},
             "comparisons_per_probe": rows_cmp.mean(0).tolist(), "ms_per_comparison": 1e3 * t_match / max(1, pairs),
             "cylinder_ms_per_probe": 1e3 * cyl_s, "gallery_cylinder_codes_s": codes_s}
-
-
-class _Serial:
-    """``Pool``'s ``imap`` in this process (``--jobs 1``)."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
-
-    @staticmethod
-    def imap(f, items):
-        return map(f, items)
 
 
 def _print_sweep(sw: dict) -> None:
